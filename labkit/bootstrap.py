@@ -1,0 +1,48 @@
+"""`labkit.setup()`: the first cell of every lab (Lab 00).
+
+Sets up the simulated CPU mesh *before* JAX starts (it cannot change afterwards), detects
+the runtime, and prints one line a learner can read. ``resolve_profile`` turns the
+``PROFILE = "auto"`` parameter into "smoke" (CPU) or "full" (GPU/TPU).
+"""
+
+from __future__ import annotations
+
+from labkit import device
+from labkit.device import Runtime
+from labkit.report import record
+
+_runtime: Runtime | None = None
+
+
+def setup(cpu_devices: int | None = None, quiet: bool = False) -> Runtime:
+    """Simulate CPU devices, detect the runtime and say what was found; idempotent (Lab 00)."""
+    global _runtime
+    n = cpu_devices or device.requested_cpu_devices()
+    device.simulate_devices(n)
+    again = _runtime is not None
+    _runtime = device.detect()
+    if not quiet:
+        rt = _runtime
+        mem = f", {rt.memory_bytes / 2**30:.0f} GiB" if rt.memory_bytes else ""
+        sim = f" ({rt.cpu_devices} simulated CPU devices for sharding)" if rt.platform != "cpu" or rt.simulated else ""
+        print(
+            f"{'already set up: ' if again else ''}{rt.platform.upper()} runtime on {rt.host}: "
+            f"{rt.device_count} x {rt.chip}{mem}; bf16 native: {'yes' if rt.bf16 else 'no'}; "
+            f"torch device: {rt.torch_device}{sim if rt.platform != 'cpu' else ''}"
+        )
+    return _runtime
+
+
+def runtime() -> Runtime:
+    """The runtime found by :func:`setup` (runs setup quietly if needed) (Lab 00)."""
+    return _runtime or setup(quiet=True)
+
+
+def resolve_profile(profile: str = "auto") -> str:
+    """"auto" -> "smoke" on CPU, "full" on GPU/TPU; records the choice (Lab 00)."""
+    if profile not in ("auto", "smoke", "full"):
+        raise ValueError(f"PROFILE must be 'auto', 'smoke' or 'full', got {profile!r}.")
+    if profile == "auto":
+        profile = "smoke" if runtime().platform == "cpu" else "full"
+    record("profile", profile)
+    return profile

@@ -1,0 +1,1 @@
+"""Self-checking exercises, one module per lab: ``from labkit.exercises import lab00``."""

@@ -1,0 +1,52 @@
+"""Show a list of row dicts as a table: HTML in a notebook, aligned text elsewhere (Lab 00)."""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Sequence
+
+
+def _cell(v: Any, digits: int) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def to_text(rows: Sequence[dict[str, Any]], digits: int = 4) -> str:
+    """Aligned plain-text table of ``rows`` (all rows share the first row's keys) (Lab 00)."""
+    if not rows:
+        return "(no rows)"
+    cols = list(rows[0])
+    cells = [[_cell(r.get(c), digits) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    line = lambda xs: "  ".join(x.ljust(w) for x, w in zip(xs, widths))  # noqa: E731
+    return "\n".join([line(cols), line(["-" * w for w in widths])] + [line(r) for r in cells])
+
+
+class Table:
+    """Rows that render as HTML in Jupyter and as text in a terminal (Lab 00)."""
+
+    def __init__(self, rows: Sequence[dict[str, Any]], digits: int = 4, title: str = "") -> None:
+        self.rows, self.digits, self.title = list(rows), digits, title
+
+    def __repr__(self) -> str:
+        return (self.title + "\n" if self.title else "") + to_text(self.rows, self.digits)
+
+    def _repr_html_(self) -> str:
+        if not self.rows:
+            return "<p>(no rows)</p>"
+        cols = list(self.rows[0])
+        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(_cell(r.get(c), self.digits))}</td>" for c in cols) + "</tr>"
+            for r in self.rows
+        )
+        cap = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
+        return f"<table>{cap}<tr>{head}</tr>{body}</table>"
+
+
+def show(rows: Sequence[dict[str, Any]], digits: int = 4, title: str = "") -> Table:
+    """A :class:`Table` to end a notebook cell with (Lab 00)."""
+    return Table(rows, digits, title)
