@@ -85,11 +85,12 @@ def resolve_labs(names: list[str], directory: Path | None = None) -> list[Path]:
 
 
 def _first_error(nb: dict[str, Any]) -> dict[str, Any] | None:
-    """The first cell whose output is an error: index, source and traceback (Lab 00)."""
+    """The first cell whose output is an error: its code-cell number, source and traceback (Lab 00)."""
     code_index = 0
     for cell in nb.get("cells", []):
-        if cell.get("cell_type") != "code":
-            continue
+        tags = cell.get("metadata", {}).get("tags", [])
+        if cell.get("cell_type") != "code" or "injected-parameters" in tags:
+            continue  # count code cells as the learner sees them in the stored notebook
         code_index += 1
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":

@@ -1,0 +1,86 @@
+"""labkit.bench: a fake clock proves sync is inside and input creation outside the timed region."""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+import pytest
+
+from labkit import bench
+
+
+class FakeClock:
+    """perf_counter replacement: advances only when the fake device or input maker says so."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_time_fn_syncs_inside_and_makes_inputs_outside(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(bench.time, "perf_counter", clock)
+    made: list[int] = []
+
+    def make(i: int) -> tuple[int]:
+        made.append(i)
+        clock.t += 100.0  # slow input generation must not be timed
+        return (i,)
+
+    def fn(x: int) -> str:
+        clock.t += 1.0  # queueing the work is cheap...
+        return "pending"
+
+    def sync(x: object) -> None:
+        if x == "pending":
+            clock.t += 10.0  # ...the device work is what we wait for
+
+    t = bench.time_fn(fn, make, sync=sync, warmup=3, repeats=7)
+    assert t.times_s == (11.0,) * 7  # queue + device, never input generation
+    assert made == list(range(10))  # fresh inputs for every warm-up and repeat
+    assert t.warmup == 3 and t.median_s == 11.0 and t.spread == 0.0
+
+
+def test_without_sync_the_timer_would_lie(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(bench.time, "perf_counter", clock)
+
+    def fn() -> str:
+        clock.t += 1.0
+        return "pending"
+
+    t = bench.time_fn(fn, sync=lambda x: None, warmup=0, repeats=3)
+    assert t.median_s == 1.0  # only the queueing time: what a missing sync measures
+
+
+def test_timing_statistics_match_numpy() -> None:
+    times = (3.0, 1.0, 2.0, 10.0, 4.0, 2.5)
+    t = bench.Timing(times, warmup=0)
+    assert t.median_s == pytest.approx(np.median(times))
+    assert (t.min_s, t.max_s) == (1.0, 10.0)
+    q1, _, q3 = statistics.quantiles(times, n=4)
+    assert t.spread == pytest.approx((q3 - q1) / np.median(times))
+    assert t.rate(6.0) == pytest.approx(6.0 / np.median(times))
+    assert "median" in str(t)
+
+
+def test_bad_repeat_counts() -> None:
+    with pytest.raises(ValueError, match="repeats >= 1"):
+        bench.time_fn(lambda: None, sync=lambda x: None, repeats=0)
+
+
+def test_time_jax_and_torch_really_run() -> None:
+    import jax.numpy as jnp
+    import torch
+
+    tj = bench.time_jax(lambda a: a @ a, lambda i: (jnp.full((64, 64), float(i)),), warmup=1, repeats=3)
+    tt = bench.time_torch(lambda a: a @ a, lambda i: (torch.full((64, 64), float(i)),), device="cpu", repeats=3)
+    assert len(tj.times_s) == 3 and len(tt.times_s) == 3
+    assert all(x > 0 for x in tj.times_s + tt.times_s)
+
+
+def test_progress_yields_everything() -> None:
+    assert list(bench.progress(range(5), desc="x")) == [0, 1, 2, 3, 4]

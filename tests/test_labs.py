@@ -1,0 +1,83 @@
+"""Every lab: stored clean, follows the conventions, and runs end to end (papermill, smoke).
+
+nbval runs the same notebooks again as learners' Jupyter would (`pytest --nbval-lax labs/`,
+part of the README's test command).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from labkit import hardware, runner
+
+ROOT = Path(__file__).resolve().parent.parent
+LABS = runner.available_labs(ROOT / "labs")
+
+# What each lab must record for the run report (the issues name these keys).
+REQUIRED_METRICS = {
+    "00_know_your_accelerator": {"matmul_tflops_measured", "bandwidth_gbs_measured", "peak_tflops_spec"},
+    "01_systolic_vs_cuda_cores": {"sim_cycles_os_8x8_64x32x48", "sim_cycles_ws_8x8_64x32x48",
+                                  "sim_cycles_is_8x8_64x32x48", "shape_sweep_points"},
+    "02_mfu": {"flops_per_token_analytic", "flops_per_step_xla", "flops_per_step_torch", "mfu_jax",
+               "mfu_torch", "peak_used"},
+    "06_cost_per_token": {"cost_per_mtok_train", "cost_per_mtok_serve", "claims_checked"},
+}
+
+
+def _nb(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_there_are_labs() -> None:
+    assert LABS and LABS[0].stem == "00_know_your_accelerator"
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.stem)
+def test_stored_clean(lab: Path) -> None:
+    dirty = [i for i, c in enumerate(_nb(lab)["cells"]) if c.get("outputs") or c.get("execution_count")]
+    assert dirty == [], f"{lab.name}: cells {dirty} stored with outputs; clear them before committing"
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.stem)
+def test_conventions(lab: Path) -> None:
+    cells = [c for c in _nb(lab)["cells"] if c["cell_type"] == "code"]
+    src = lambda c: "".join(c["source"])  # noqa: E731
+    assert "labkit.setup()" in src(cells[0]), "first code cell must bootstrap with labkit.setup()"
+    assert "parameters" in cells[1].get("metadata", {}).get("tags", []), "second code cell must be tagged parameters"
+    assert re.search(r'^PROFILE = "auto"', src(cells[1]), re.M)
+    assert any("labkit.resolve_profile(PROFILE)" in src(c) for c in cells)
+    assert any("labkit.record(" in src(c) for c in cells), "a lab records its key numbers"
+    assert any("assert " in src(c) for c in cells), "a lab checks what it teaches"
+    sol = sum(src(c).count("### BEGIN SOLUTION") for c in cells)
+    assert sol == sum(src(c).count("### END SOLUTION") for c in cells) and sol >= 2, "2+ exercises, balanced markers"
+    setup_words = ("pip install", "XLA_FLAGS", "jax_num_cpu_devices", "sys.path")
+    assert not [w for c in cells for w in setup_words if w in src(c)], "setup belongs in labkit, not in a lab"
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    out = tmp_path_factory.mktemp("run")
+    return runner.run([], "auto", out, timeout_s=900, directory=ROOT / "labs")
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.stem)
+def test_lab_runs_and_records(smoke_run: dict, lab: Path) -> None:
+    result = next(r for r in smoke_run["labs"] if r["name"] == lab.stem)
+    err = result["error"] or {}
+    assert result["status"] == "ok", f"cell {err.get('cell')}: {err.get('ename')}: {err.get('evalue')}\n{err.get('traceback', '')[-2000:]}"
+    missing = REQUIRED_METRICS.get(lab.stem, set()) - set(result["metrics"])
+    assert not missing, f"{lab.stem} did not record {sorted(missing)}"
+    assert result["metrics"]["profile"] == "smoke"  # auto -> smoke on a CPU runtime
+
+
+def test_lab00_numbers(smoke_run: dict) -> None:
+    m = next(r for r in smoke_run["labs"] if r["name"] == "00_know_your_accelerator")["metrics"]
+    assert m["matmul_tflops_measured"] > 0 and m["bandwidth_gbs_measured"] > 0
+    spec = hardware.lookup(m["chip"])
+    assert m["peak_tflops_spec"] == (spec.peak_tflops[m["matmul_dtype"]] if spec else None)
+    assert m["ridge_flop_per_byte_measured"] == pytest.approx(
+        m["matmul_tflops_measured"] * 1e12 / (m["bandwidth_gbs_measured"] * 1e9), rel=1e-9)
