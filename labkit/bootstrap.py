@@ -1,8 +1,9 @@
 """`labkit.setup()`: the first cell of every lab (Lab 00).
 
-Sets up the simulated CPU mesh *before* JAX starts (it cannot change afterwards), detects
-the runtime, and prints one line a learner can read. ``resolve_profile`` turns the
-``PROFILE = "auto"`` parameter into "smoke" (CPU) or "full" (GPU/TPU).
+On Colab/Kaggle it first adds the packages the labs need that the runtime lacks (never
+torch/jax: see :mod:`labkit.install`). Then it sets up the simulated CPU mesh *before* JAX
+starts (it cannot change afterwards), detects the runtime, and prints what it found.
+``resolve_profile`` turns ``PROFILE = "auto"`` into "smoke" (CPU) or "full" (GPU/TPU).
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ _runtime: Runtime | None = None
 def setup(cpu_devices: int | None = None, quiet: bool = False) -> Runtime:
     """Simulate CPU devices, detect the runtime and say what was found; idempotent (Lab 00)."""
     global _runtime
+    host = device.detect_host()
+    if host in ("colab", "kaggle") and _runtime is None:
+        from labkit import install
+
+        install.ensure(host=host)
     n = cpu_devices or device.requested_cpu_devices()
     device.simulate_devices(n)
     again = _runtime is not None
@@ -30,6 +36,9 @@ def setup(cpu_devices: int | None = None, quiet: bool = False) -> Runtime:
             f"{rt.device_count} x {rt.chip}{mem}; bf16 native: {'yes' if rt.bf16 else 'no'}; "
             f"torch device: {rt.torch_device}{sim if rt.platform != 'cpu' else ''}"
         )
+        if rt.platform != "cpu" and rt.device_count == 1:
+            print(f"one {rt.platform.upper()} here: Lab 03 (sharding) runs its meshes on the {rt.cpu_devices} "
+                  "simulated CPU devices; the other labs use the accelerator.")
     return _runtime
 
 

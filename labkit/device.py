@@ -179,6 +179,11 @@ def detect() -> Runtime:
     first = devices[0]
     plat = first.platform  # "cpu" | "gpu" | "tpu" ("cuda"/"rocm" on some builds)
     plat = "gpu" if plat in ("cuda", "rocm") else plat
+    if plat not in ("cpu", "gpu", "tpu"):
+        raise RuntimeError(
+            f"JAX's default backend is {first.platform!r} ({first.device_kind}), a runtime the course does not "
+            "support. Run on CPU instead: set JAX_PLATFORMS=cpu before starting Python (or restart the kernel)."
+        )
     memory: int | None = None
     stats = first.memory_stats() if hasattr(first, "memory_stats") else None
     if stats and stats.get("bytes_limit"):
@@ -284,3 +289,23 @@ def torch_sync(device: Any) -> Callable[[], None]:
     if kind == "mps":
         return torch.mps.synchronize
     return lambda: None  # CPU torch ops are synchronous
+
+
+# --------------------------------------------------------------------------------------
+# Triton
+# --------------------------------------------------------------------------------------
+
+TRITON_INTERPRET_ENV = "TRITON_INTERPRET"
+
+
+def triton_interpret_if_no_gpu() -> bool:
+    """Use Triton's CPU interpreter when torch sees no CUDA GPU; True if interpreting (Lab 01).
+
+    Triton reads ``$TRITON_INTERPRET`` when ``@triton.jit`` decorates a kernel, so call this
+    before importing a module that defines Triton kernels. A value the user set wins.
+    """
+    if TRITON_INTERPRET_ENV not in os.environ:
+        torch = _torch_or_none()
+        if torch is None or not torch.cuda.is_available():
+            os.environ[TRITON_INTERPRET_ENV] = "1"  # kernels run as numpy on the CPU, slowly
+    return os.environ.get(TRITON_INTERPRET_ENV, "0").strip().lower() in ("1", "true", "on", "yes")

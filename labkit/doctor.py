@@ -70,6 +70,16 @@ def check_versions(found: dict[str, str | None], machine: str | None = None) -> 
     return out
 
 
+def position(pkg: str, v: str | None) -> str:
+    """Where an installed version stands against the supported range, e.g. "jax 0.10.2 in [0.10, -)" (Lab 00)."""
+    lo, hi = SUPPORTED[pkg]
+    rng = f"[{lo}, {hi or '-'})"
+    if not v:
+        return f"{pkg} - (range {rng})"
+    inside = _mm(v) >= _mm(lo) and (hi is None or _mm(v) < _mm(hi))
+    return f"{pkg} {v} {'in' if inside else 'OUTSIDE'} {rng}"
+
+
 def diagnose() -> dict[str, Any]:
     """Runtime, chip spec, versions and findings for this machine (Lab 00)."""
     from labkit import device, hardware
@@ -100,6 +110,7 @@ def format_report(d: dict[str, Any]) -> str:
         f"memory    {mem} per device;  bf16 native: {'yes' if rt['bf16'] else 'no'};  torch device: {rt['torch_device']}",
         "versions  " + ", ".join(f"{k} {v or '-'}" for k, v in d["versions"].items()),
     ]
+    lines.append("supported " + ", ".join(position(pkg, d["versions"].get(pkg)) for pkg in SUPPORTED))
     for f in d["findings"] or [Finding("ok", "no known incompatibilities")]:
         lines.append(f"[{f.level:>5}] {f.message}" + (f"\n        fix: {f.fix}" if f.fix else ""))
     return "\n".join(lines)

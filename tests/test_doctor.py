@@ -51,3 +51,9 @@ def test_doctor_on_this_machine() -> None:
     out = run_python("from labkit.cli import main; raise SystemExit(main(['doctor']))")
     assert "runtime" in out.stdout and "versions" in out.stdout and "jax 0." in out.stdout, out.stderr
     assert out.returncode == 0, out.stdout
+
+
+def test_position_against_supported_ranges() -> None:
+    assert doctor.position("jax", "0.10.2") == "jax 0.10.2 in [0.10, -)"
+    assert doctor.position("torch_xla", "2.10.0") == "torch_xla 2.10.0 OUTSIDE [2.9, 2.10)"
+    assert doctor.position("torch_xla", None).startswith("torch_xla - ")
