@@ -181,6 +181,7 @@ def run(
         "profile": profile,
         "versions": versions.collect(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "out_dir": str(out.resolve()),  # executed notebooks live here, named as in "notebook"
         "labs": [],
     }
     bar = progress(labs, desc="labs", total=len(labs))
