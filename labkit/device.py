@@ -253,6 +253,14 @@ def torch_device(kind: str | None = None) -> Any:
 
 def xla_device() -> Any:
     """The torch-xla device (TPU, or CPU with PJRT_DEVICE=CPU); clear error if not installed (Lab 05)."""
+    _xla_env()
+    import torch_xla
+
+    return torch_xla.device()
+
+
+def _xla_env() -> None:
+    """Raise if torch-xla is missing; off-TPU, point it at the (simulated) CPU devices."""
     if not xla_installed():
         raise RuntimeError(
             "torch-xla is not installed. It is optional: `pip install -e '.[xla]'` "
@@ -261,9 +269,6 @@ def xla_device() -> Any:
     if not _tpu_present() and not os.environ.get("TPU_NAME"):
         os.environ.setdefault("PJRT_DEVICE", "CPU")
         os.environ.setdefault("CPU_NUM_DEVICES", str(requested_cpu_devices()))
-    import torch_xla
-
-    return torch_xla.device()
 
 
 def torch_sync(device: Any) -> Callable[[], None]:
@@ -309,3 +314,74 @@ def triton_interpret_if_no_gpu() -> bool:
         if torch is None or not torch.cuda.is_available():
             os.environ[TRITON_INTERPRET_ENV] = "1"  # kernels run as numpy on the CPU, slowly
     return os.environ.get(TRITON_INTERPRET_ENV, "0").strip().lower() in ("1", "true", "on", "yes")
+
+
+# --------------------------------------------------------------------------------------
+# Several processes, one mesh (Lab 03)
+# --------------------------------------------------------------------------------------
+
+# What labkit.launch (or a cluster) tells each process; torchrun's RANK/WORLD_SIZE/MASTER_*
+# are set alongside for the PyTorch counterpart.
+COORDINATOR_ENV = "LABKIT_COORDINATOR"  # "127.0.0.1:PORT"
+NUM_PROCESSES_ENV = "LABKIT_NUM_PROCESSES"
+PROCESS_ID_ENV = "LABKIT_PROCESS_ID"
+DIST_TIMEOUT_ENV = "LABKIT_DIST_TIMEOUT_S"  # seconds to wait for the other processes
+
+
+def init_distributed(coordinator: str | None = None, num_processes: int | None = None,
+                     process_id: int | None = None, cpu_devices: int | None = None,
+                     timeout_s: int | None = None) -> tuple[int, int]:
+    """Join a multi-process JAX job on CPU: gloo collectives, local devices, a coordinator (Lab 03).
+
+    Arguments default to $LABKIT_COORDINATOR, $LABKIT_NUM_PROCESSES, $LABKIT_PROCESS_ID,
+    $LABKIT_CPU_DEVICES (devices *per process*) and $LABKIT_DIST_TIMEOUT_S (default 60). Must
+    run before any JAX work in the process. Returns (process_id, num_processes).
+    """
+    env = os.environ
+    coordinator = coordinator or env.get(COORDINATOR_ENV)
+    if not coordinator:
+        raise RuntimeError(f"no coordinator address: pass coordinator='127.0.0.1:PORT' or set "
+                           f"${COORDINATOR_ENV} (python -m labkit.launch sets it for you)")
+    n = int(num_processes if num_processes is not None else env.get(NUM_PROCESSES_ENV, "0"))
+    pid = int(process_id if process_id is not None else env.get(PROCESS_ID_ENV, "-1"))
+    if n < 1 or not 0 <= pid < n:
+        raise RuntimeError(f"bad process layout: process_id={pid}, num_processes={n}; set "
+                           f"${NUM_PROCESSES_ENV} >= 1 and 0 <= ${PROCESS_ID_ENV} < it")
+    if jax_backend_initialized():
+        raise RuntimeError("JAX has already initialised its backends in this process; "
+                           "init_distributed must be the first JAX call (restart the process).")
+    timeout = int(timeout_s if timeout_s is not None else env.get(DIST_TIMEOUT_ENV, "60"))
+    import jax
+
+    # Every process runs on its CPU: several processes must not fight over one GPU/TPU here.
+    jax.config.update("jax_platforms", "cpu")
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")  # cross-process CPU collectives
+    simulate_devices(cpu_devices or requested_cpu_devices())
+    jax.distributed.initialize(
+        coordinator_address=coordinator, num_processes=n, process_id=pid,
+        initialization_timeout=timeout, heartbeat_timeout_seconds=max(5, timeout // 4),
+        shutdown_timeout_seconds=max(5, timeout // 4),
+        coordinator_bind_address=coordinator if pid == 0 else None)
+    return pid, n
+
+
+def xla_spmd() -> Any:
+    """torch-xla in SPMD mode: namespace(xs, n_devices, device, hlo, sharding_spec) (Lab 03).
+
+    Enables ``xr.use_spmd()`` (must come before any XLA tensor exists) and returns the
+    ``torch_xla.distributed.spmd`` module as ``xs`` plus helpers, so no other labkit module
+    imports torch_xla. Clear RuntimeError when torch-xla is not installed.
+    """
+    from types import SimpleNamespace
+
+    _xla_env()  # raises the "not installed" message; sets PJRT_DEVICE=CPU off-TPU
+    import torch_xla
+    import torch_xla.distributed.spmd as xs
+    import torch_xla.runtime as xr
+
+    xr.use_spmd()  # before the first XLA tensor: one program for all devices from here on
+    return SimpleNamespace(
+        xs=xs, n_devices=xr.global_runtime_device_count(), device=torch_xla.device(),
+        hlo=lambda tensors: torch_xla._XLAC._get_xla_tensors_hlo(list(tensors)),
+        sharding_spec=lambda t: torch_xla._XLAC._get_xla_sharding_spec(t),
+        sync=torch_xla.sync)

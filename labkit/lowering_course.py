@@ -1,0 +1,82 @@
+"""The course's compiled functions, registered for `labkit lower` with small example shapes.
+
+One entry per lab function that learners run compiled on a GPU or TPU. Factories import
+their lab module lazily, so listing the registry costs nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from labkit.lowering import register
+
+
+def _spec(tree: Any) -> Any:
+    import jax
+
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), tree)
+
+
+@register("lab00.matmul_bf16", "00_know_your_accelerator")
+def _matmul() -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    import jax
+    import jax.numpy as jnp
+
+    a = jax.ShapeDtypeStruct((256, 256), jnp.bfloat16)
+    return jax.jit(lambda x, y: jnp.matmul(x, y)), (a, a)
+
+
+@register("lab01.pallas_matmul", "01_systolic_vs_cuda_cores", platforms=("tpu",))
+def _pallas() -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    import functools
+
+    import jax
+    import jax.numpy as jnp
+
+    from labkit import kernels_pallas
+
+    a = jax.ShapeDtypeStruct((256, 256), jnp.bfloat16)
+    # interpret=False: the Mosaic (TPU) lowering, the one that breaks on unaligned blocks.
+    return jax.jit(functools.partial(kernels_pallas.matmul, bm=128, bn=128, bk=128, interpret=False)), (a, a)
+
+
+def _gpt() -> tuple[Any, Any, Any]:
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from labkit.models import FlaxGPT, get_config
+
+    cfg = get_config("test")
+    graphdef, state = nnx.split(FlaxGPT(cfg))
+    tokens = jax.ShapeDtypeStruct((2, cfg.seq_len), jnp.int32)  # (batch, seq)
+    return graphdef, state, tokens
+
+
+@register("lab02.gpt_forward", "02_mfu")
+def _forward() -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    import jax
+    from flax import nnx
+
+    graphdef, state, tokens = _gpt()
+    return jax.jit(lambda s, t: nnx.merge(graphdef, s)(t)), (_spec(state), tokens)
+
+
+@register("lab02.gpt_train_step", "02_mfu")
+def _train_step() -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    import jax
+    import optax
+    from flax import nnx
+
+    from labkit.models import flax_loss
+
+    graphdef, state, tokens = _gpt()
+    opt = optax.adamw(3e-4)
+    opt_state = opt.init(state)
+
+    def step(s: Any, o: Any, x: Any, y: Any) -> tuple[Any, Any, Any]:
+        loss, grads = jax.value_and_grad(lambda p: flax_loss(nnx.merge(graphdef, p), x, y))(s)
+        updates, o = opt.update(grads, o, s)
+        return optax.apply_updates(s, updates), o, loss
+
+    return jax.jit(step), (_spec(state), _spec(opt_state), tokens, tokens)
