@@ -25,6 +25,9 @@ TARGETS_S = {
     "00_know_your_accelerator": 60,
     "01_systolic_vs_cuda_cores": 90,
     "02_mfu": 90,
+    "03_gspmd_sharding": 120,
+    "04_mixed_precision": 120,
+    "05_train_tpu_serve_gpu": 120,
     "06_cost_per_token": 60,
 }
 

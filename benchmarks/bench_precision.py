@@ -1,0 +1,127 @@
+"""Benchmark (Lab 04): training step time and memory of the course GPT per precision.
+
+Not a test (timings flake on a busy machine). Runs the JAX and PyTorch loops of
+``labkit.precision_train`` in fp32 without TF32 ("fp32 highest": the honest fp32 baseline),
+fp32 with TF32 allowed, bf16 (fp32 master weights) and fp16 with dynamic loss scaling, and
+writes benchmarks/results/precision_<device>_<host>.json with the device and library versions:
+
+    .venv/bin/python benchmarks/bench_precision.py                   # full profile (accelerator)
+    .venv/bin/python benchmarks/bench_precision.py --profile smoke   # tiny model, CPU-friendly
+
+Lab 04's claim to check on an H100-class GPU: the bf16 step is at least 2x faster than the
+fp32-highest step (the fp32 baseline without TF32).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import socket
+import time
+from pathlib import Path
+
+import labkit
+from labkit import hardware, precision_train, versions
+from labkit.data import ByteTokenizer, load_corpus
+from labkit.models import get_config, n_params
+
+# (model config, overrides, batch, steps): "full" is GPT-2-small shaped on bytes, large enough
+# for the matmuls to dominate on an H100; "smoke" is the tiny test model for a CPU.
+PROFILES = {
+    "full": ("gpt2-small", {"vocab_size": 256}, 16, 30),
+    "smoke": ("test", {}, 8, 20),
+}
+# name in the report -> (training precision, fp32_matmul setting)
+VARIANTS = {
+    "fp32_highest": ("fp32", "highest"),
+    "fp32_tf32": ("fp32", "tf32"),
+    "bf16": ("bf16", "default"),
+    "fp16_scaled": ("fp16_scaled", "default"),
+}
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-")
+
+
+def main() -> None:
+    """(Lab 04) Time every precision variant in both frameworks and write the JSON result."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", choices=("auto", *PROFILES), default="auto")
+    ap.add_argument("--frameworks", nargs="+", default=["jax", "torch"], choices=["jax", "torch"])
+    ap.add_argument("--steps", type=int, default=None, help="override the profile's step count")
+    ap.add_argument("--out", type=Path, default=None, help="output JSON (default: results/...)")
+    args = ap.parse_args()
+
+    rt = labkit.setup(quiet=True)
+    profile = args.profile if args.profile != "auto" else ("smoke" if rt.platform == "cpu" else "full")
+    name, overrides, batch, steps = PROFILES[profile]
+    cfg = get_config(name, **overrides)
+    tc_base = dict(steps=args.steps or steps, batch=batch, seq=cfg.seq_len, lr=3e-4, seed=0)
+    tokens = ByteTokenizer().encode(load_corpus())
+    flat = precision_train.init_flat(cfg, seed=0)
+
+    from labkit.device import torch_device
+
+    tdev = torch_device()
+    torch_ok = not (rt.platform != "cpu" and tdev.type == "cpu")  # no torch-xla: skip torch on TPU
+    if profile == "smoke" and rt.platform == "cpu":
+        import torch
+
+        torch.set_num_threads(1)  # the tiny model: thread synchronisation costs more than it saves
+    plan, why = precision_train.plan(rt.platform, rt.bf16, rt.chip)
+    rows = []
+    for variant, (prec, fp32_matmul) in VARIANTS.items():
+        if prec not in plan:
+            print(f"skip {variant}: {why}")
+            continue
+        tc = precision_train.TrainConfig(**tc_base, fp32_matmul=fp32_matmul)
+        for fw in args.frameworks:
+            if fw == "torch" and not torch_ok:
+                continue
+            t0 = time.perf_counter()
+            if fw == "jax":
+                r = precision_train.train_jax(cfg, prec, tokens, tc, flat)
+            else:
+                r = precision_train.train_torch(cfg, prec, tokens, tc, flat, device=tdev)
+            times_ms = sorted(t * 1e3 for t in r.step_times_s)
+            rows.append({"framework": fw, "variant": variant, "precision": prec, "fp32_matmul": fp32_matmul,
+                         "step_ms_median": r.step_time_s * 1e3, "step_ms_min": times_ms[0],
+                         "step_ms_max": times_ms[-1], "tokens_per_s": batch * cfg.seq_len / r.step_time_s,
+                         "final_loss": r.final_loss(), "skipped_steps": r.skipped,
+                         "memory_bytes": r.memory, "wall_s": time.perf_counter() - t0})
+            print(f"{fw:5s} {variant:13s} {r.step_time_s * 1e3:9.2f} ms/step  loss {r.final_loss():.3f}  "
+                  f"saved-for-backward {r.memory['saved_for_backward'] / 1e6:8.1f} MB")
+
+    def speedup(fw: str, num: str, den: str) -> float | None:
+        t = {r["variant"]: r["step_ms_median"] for r in rows if r["framework"] == fw}
+        return t[num] / t[den] if num in t and den in t else None
+
+    result = {
+        "profile": profile,
+        "model": {"config": name, **overrides, "n_params": n_params(cfg), "batch": batch,
+                  "seq": cfg.seq_len, "steps": tc_base["steps"]},
+        "device": {"platform": rt.platform, "chip": rt.chip, "spec": hardware.describe(rt.chip),
+                   "bf16_native": rt.bf16, "torch_device": str(tdev)},
+        "machine": {"hostname": socket.gethostname(), "platform": platform.platform(),
+                    "cpu_count": os.cpu_count()},
+        "versions": versions.collect(),
+        "date": time.strftime("%Y-%m-%d"),
+        "results": rows,
+        "bf16_speedup_vs_fp32_highest": {fw: speedup(fw, "fp32_highest", "bf16") for fw in args.frameworks},
+        "bf16_speedup_vs_fp32_tf32": {fw: speedup(fw, "fp32_tf32", "bf16") for fw in args.frameworks},
+        "note": why,
+    }
+    device = _slug(hardware.describe(rt.chip) if hardware.lookup(rt.chip) else rt.platform)
+    out = args.out or Path(__file__).parent / "results" / f"precision_{device}_{_slug(socket.gethostname())}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(f"bf16 speed-up vs fp32 (no TF32): {result['bf16_speedup_vs_fp32_highest']}")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
