@@ -57,8 +57,25 @@ class CausalSelfAttention(nnx.Module):
         # JAX's attention layout is (batch, seq, heads, head_dim): no transpose needed.
         q, k, v = (z.reshape(b, t, self.n_head, d // self.n_head) for z in (q, k, v))
         # softmax(q k^T / sqrt(head_dim) + causal mask) v; matches torch SDPA to ~1e-6 in fp32.
-        y = jax.nn.dot_product_attention(q, k, v, is_causal=True)  # (batch, seq, heads, head_dim)
+        if q.dtype == jnp.float16 and jax.default_backend() != "gpu":
+            y = _attention_fp32_accumulate(q, k, v)
+        else:
+            y = jax.nn.dot_product_attention(q, k, v, is_causal=True)  # (batch, seq, heads, head_dim)
         return self.proj(y.reshape(b, t, d))  # (batch, seq, d_model)
+
+
+def _attention_fp32_accumulate(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+    """Causal attention spelled out, scores accumulated in fp32 (Lab 04).
+
+    ``jax.nn.dot_product_attention`` (jax 0.10) requests the F16_F16_F32 dot algorithm for fp16
+    inputs, which XLA:CPU and TPU reject under jit; ``preferred_element_type=float32`` asks for
+    the same thing (fp16 inputs, fp32 accumulation) in a form every backend compiles.
+    """
+    b, t, n, h = q.shape  # (batch, seq, heads, head_dim)
+    logits = jnp.einsum("btnh,bsnh->bnts", q, k, preferred_element_type=jnp.float32) / jnp.sqrt(jnp.float32(h))
+    causal = jnp.tril(jnp.ones((t, t), dtype=bool))  # (seq, seq): token t sees tokens <= t
+    probs = jax.nn.softmax(jnp.where(causal, logits, -jnp.inf), axis=-1).astype(v.dtype)
+    return jnp.einsum("bnts,bsnh->btnh", probs, v)  # (batch, seq, heads, head_dim)
 
 
 class MLP(nnx.Module):

@@ -22,34 +22,6 @@ from labkit.precision_train import (_COMPUTE, _FP32_MATMUL, TrainConfig, TrainRe
                                     check_precision, init_flat, memory_model)
 
 
-def _portable_attention_cls() -> Any:
-    import jax
-    import jax.numpy as jnp
-
-    from labkit.models_flax import CausalSelfAttention
-
-    class PortableAttention(CausalSelfAttention):
-        """(Lab 04) FlaxGPT's attention, same weights and math, no explicit dot algorithm.
-
-        ``jax.nn.dot_product_attention`` (jax 0.10) asks for the F16_F16_F32 dot algorithm on
-        fp16 inputs; XLA:CPU and TPU reject it under jit. F16_F16_F32 means fp16 inputs with
-        fp32 accumulation, which ``preferred_element_type=float32`` gives as well.
-        """
-
-        def __call__(self, x: Any) -> Any:
-            b, t, d = x.shape  # (batch, seq, d_model)
-            q, k, v = jnp.split(self.qkv(x), 3, axis=-1)
-            q, k, v = (z.reshape(b, t, self.n_head, d // self.n_head) for z in (q, k, v))
-            logits = jnp.einsum("btnh,bsnh->bnts", q, k, preferred_element_type=jnp.float32)
-            logits = logits / jnp.sqrt(jnp.float32(d // self.n_head))  # (batch, heads, seq, seq)
-            causal = jnp.tril(jnp.ones((t, t), dtype=bool))
-            probs = jax.nn.softmax(jnp.where(causal, logits, -jnp.inf), axis=-1).astype(v.dtype)
-            y = jnp.einsum("bnts,bsnh->btnh", probs, v)  # (batch, seq, heads, head_dim)
-            return self.proj(y.reshape(b, t, d))
-
-    return PortableAttention
-
-
 def _jax_parts(cfg: GPTConfig, precision: str, flat: dict[str, np.ndarray]) -> tuple[Any, ...]:
     import jax
     import jax.numpy as jnp
@@ -60,10 +32,6 @@ def _jax_parts(cfg: GPTConfig, precision: str, flat: dict[str, np.ndarray]) -> t
 
     dt = getattr(jnp, _COMPUTE[check_precision(precision)])
     model = abstract_flax_gpt(cfg, dtype=dt)  # shapes only; load_flat_params fills in fp32
-    if dt == jnp.float16 and jax.default_backend() != "gpu":
-        cls = _portable_attention_cls()
-        for blk in model.blocks:  # fp16 attention that compiles on CPU/TPU, see the class
-            blk.attn = nnx.eval_shape(lambda: cls(cfg, dtype=dt, rngs=nnx.Rngs(0)))
     model = load_flat_params(model, flat)
     return nnx.split(model, nnx.Param, ...)  # graphdef (holds the compute dtype), params, rest
 
