@@ -23,7 +23,6 @@ from labkit.precision_train import (_COMPUTE, _FP32_MATMUL, TrainConfig, TrainRe
 
 
 def _jax_parts(cfg: GPTConfig, precision: str, flat: dict[str, np.ndarray]) -> tuple[Any, ...]:
-    import jax
     import jax.numpy as jnp
     from flax import nnx
 
