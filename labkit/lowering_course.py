@@ -64,19 +64,9 @@ def _forward() -> tuple[Callable[..., Any], tuple[Any, ...]]:
 
 @register("lab02.gpt_train_step", "02_mfu")
 def _train_step() -> tuple[Callable[..., Any], tuple[Any, ...]]:
-    import jax
-    import optax
-    from flax import nnx
+    from labkit.models import FlaxGPT, get_config
+    from labkit.train import JaxTrainer
 
-    from labkit.models import flax_loss
-
-    graphdef, state, tokens = _gpt()
-    opt = optax.adamw(3e-4)
-    opt_state = opt.init(state)
-
-    def step(s: Any, o: Any, x: Any, y: Any) -> tuple[Any, Any, Any]:
-        loss, grads = jax.value_and_grad(lambda p: flax_loss(nnx.merge(graphdef, p), x, y))(s)
-        updates, o = opt.update(grads, o, s)
-        return optax.apply_updates(s, updates), o, loss
-
-    return jax.jit(step), (_spec(state), _spec(opt_state), tokens, tokens)
+    _, _, tokens = _gpt()
+    t = JaxTrainer(FlaxGPT(get_config("test")))  # Lab 02's own jitted AdamW step
+    return t.step_fn, (_spec(t.params), _spec(t.opt_state), tokens, tokens)

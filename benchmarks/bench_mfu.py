@@ -1,0 +1,144 @@
+"""Benchmark: MFU of the full-profile GPT training step in bf16, Flax (jit) and PyTorch (torch.compile).
+
+Not a test (timings depend on the machine). Run it on the runtime you want to measure:
+
+    .venv/bin/python benchmarks/bench_mfu.py                  # full profile: GPT-2-small shape, bf16
+    .venv/bin/python benchmarks/bench_mfu.py --profile smoke  # a CPU-sized check that the script works
+
+Writes benchmarks/results/mfu_<device>_<host>.json: device, versions, model config, batch, step
+times, and MFU against the spec peak (labkit.hardware) and the measured matmul peak (Lab 00's
+method). Goals (issue 4, H100/H200-class GPU): >= 45% MFU for Flax, >= 40% for torch.compile.
+FLOPs use the "palm" variant of labkit.flops (6N + 12LHQT, N = all parameters).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import socket
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import labkit
+from labkit import bench, data, flops, mfu, roofline, versions
+from labkit.models import TorchGPT, flat_params_numpy, get_config, load_flat_params, n_params, torch_to_flax
+
+GOALS = {"jax": 0.45, "torch": 0.40}  # MFU vs the spec bf16 peak on an H100/H200-class GPU (issue 4)
+PROFILES = {  # model, batch (sequences), timed repeats, matmul sizes for the measured peak
+    "full": dict(model="gpt2-small", overrides={"vocab_size": 256}, batch=16, repeats=20, sizes=(4096, 8192)),
+    "smoke": dict(model="test", overrides={"d_model": 64, "seq_len": 64}, batch=8, repeats=5, sizes=(512,)),
+}
+
+
+def slug(text: str) -> str:
+    """(Lab 02) A file-name-safe lower-case slug, e.g. "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3"."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "unknown"
+
+
+def _timing(t: bench.Timing, flops_per_step: float, tokens: int, peaks: dict[str, mfu.Peak]) -> dict[str, Any]:
+    out = {"step_time_s_median": t.median_s, "step_time_s_min": t.min_s, "iqr_over_median": t.spread,
+           "repeats": len(t.times_s), "tokens_per_s": tokens / t.median_s}
+    for kind, p in peaks.items():
+        out[f"mfu_vs_{kind}"] = mfu.mfu(flops_per_step, t.median_s, p).value
+    return out
+
+
+def main() -> None:
+    """(Lab 02) Measure both frameworks' training step once and write the JSON result."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--profile", choices=list(PROFILES), default="full")
+    ap.add_argument("--batch", type=int, help="sequences per step (default: the profile's)")
+    ap.add_argument("--seq", type=int, help="tokens per sequence (default: the model's seq_len)")
+    ap.add_argument("--torch-compile", choices=("auto", "on", "off"), default="auto",
+                    help="auto: torch.compile on GPU/TPU, eager on CPU (compiling takes minutes there)")
+    ap.add_argument("--out", type=Path, help="JSON path (default benchmarks/results/mfu_<device>_<host>.json)")
+    args = ap.parse_args()
+
+    rt = labkit.setup()
+    import jax
+    import torch
+
+    from labkit import device
+    from labkit.train import JaxTrainer, OptConfig, TorchTrainer
+
+    prof = PROFILES[args.profile]
+    cfg = get_config(prof["model"], **prof["overrides"])
+    batch, seq = args.batch or prof["batch"], args.seq or cfg.seq_len
+    dtype = "bf16" if rt.bf16 else "fp32"  # T4/V100 have no bf16: measured in fp32 and said so
+    tdev = device.torch_device()
+    compile_torch = {"on": True, "off": False, "auto": rt.platform != "cpu"}[args.torch_compile]
+    if rt.platform == "cpu":
+        torch.set_num_threads(1)  # stable timings on a shared CPU (see Lab 02, section 2)
+    print(f"{rt.chip}: {cfg}, batch {batch} x seq {seq}, {dtype}, torch {'compile' if compile_torch else 'eager'}")
+
+    # Peaks: spec (when the chip is in labkit.hardware) and measured (best large matmul, both frameworks).
+    points = roofline.matmul_sweep("jax", prof["sizes"], dtype, repeats=5)
+    if not (rt.platform != "cpu" and tdev.type == "cpu"):
+        points += roofline.matmul_sweep("torch", prof["sizes"], dtype, repeats=5, device=tdev)
+    best = roofline.best(points)
+    peaks = {"measured": mfu.measured_peak(best.flops_per_s, dtype, rt.chip, f"{best.framework} {best.name}")}
+    try:
+        peaks["spec"] = mfu.spec_peak(rt.chip, dtype)
+    except LookupError:  # unknown chip (every CPU) or no native dtype path: measured only
+        pass
+
+    fps = flops.flops_per_step(cfg, batch, seq, "palm")
+    torch.manual_seed(0)
+    init = flat_params_numpy(TorchGPT(cfg))
+    stream = data.Batcher(data.split(data.ByteTokenizer().encode(data.load_corpus()))[0], batch, seq, seed=0)
+    host = [next(stream) for _ in range(4)]
+
+    opt = OptConfig(lr=1e-4)
+    jt = JaxTrainer(torch_to_flax(init, cfg), opt, dtype=dtype)
+    jb = [tuple(data.to_jax(a) for a in b) for b in host]
+    t0 = time.perf_counter()
+    jax.block_until_ready(jt.step(*jb[0]))  # compile
+    jax_compile_s = time.perf_counter() - t0
+    xla = flops.xla_count(jt.lower(*jb[0]))
+    t_jax = bench.time_jax(jt.step, lambda i: jb[i % 4], warmup=3, repeats=prof["repeats"], label="jax step")
+    print(t_jax)
+
+    tt = TorchTrainer(load_flat_params(TorchGPT(cfg), init), opt, dtype=dtype, compile=compile_torch, device=tdev)
+    tb = [tuple(data.to_torch(a, tdev) for a in b) for b in host]
+    t0 = time.perf_counter()
+    tt.step(*tb[0])
+    device.torch_sync(tdev)()
+    torch_compile_s = time.perf_counter() - t0
+    t_torch = bench.time_torch(tt.step, lambda i: tb[i % 4], device=tdev, warmup=3, repeats=prof["repeats"],
+                               label="torch step")
+    print(t_torch)
+
+    res_jax = _timing(t_jax, fps, batch * seq, peaks)
+    res_torch = _timing(t_torch, fps, batch * seq, peaks)
+    goal = None
+    if "spec" in peaks and dtype == "bf16":
+        goal = {fw: {"goal": g, "mfu_vs_spec": r["mfu_vs_spec"], "met": r["mfu_vs_spec"] >= g}
+                for (fw, g), r in zip(GOALS.items(), (res_jax, res_torch))}
+    result = {
+        "device": rt.chip, "platform": rt.platform, "host": socket.gethostname(), "date": time.strftime("%Y-%m-%d"),
+        "profile": args.profile, "versions": versions.collect(),
+        "model": {"name": prof["model"], "config": asdict(cfg), "n_params": n_params(cfg),
+                  "n_params_matmul": flops.param_count(cfg, "matmul")},
+        "batch": batch, "seq": seq, "dtype": dtype, "flops_variant": "palm",
+        "flops_per_token": flops.flops_per_token(cfg, seq, "palm"), "flops_per_step": fps,
+        "xla_matmul_flops_per_step": xla.matmul_flops, "xla_all_ops_flops_per_step": xla.flops_total,
+        "peaks": {k: {"tflops": p.flops / 1e12, "label": p.label()} for k, p in peaks.items()},
+        "jax": {**res_jax, "mode": "jax.jit (Flax NNX, optax AdamW)", "first_step_s": jax_compile_s},
+        "torch": {**res_torch, "mode": "torch.compile" if compile_torch else "eager (torch.compile skipped on CPU)",
+                  "first_step_s": torch_compile_s},
+        "goals": goal,
+    }
+    out = args.out or Path(__file__).parent / "results" / f"mfu_{slug(rt.chip)}_{slug(socket.gethostname())}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    for fw, r in (("jax", res_jax), ("torch", res_torch)):
+        mfus = ", ".join(f"{r[f'mfu_vs_{k}']:.1%} of {k}" for k in peaks)
+        print(f"{fw:5s} {r['step_time_s_median'] * 1e3:8.1f} ms/step  {r['tokens_per_s']:10.0f} tok/s  MFU {mfus}")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
