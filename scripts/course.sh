@@ -38,7 +38,8 @@ cmd=${1:-test}
 shift || true
 case "$cmd" in
   run)  exec labkit run "$@" ;;
-  test) exec python -m pytest tests labs --nbval-lax -p no:cacheprovider "$@" ;;
+  # Two workers; --dist loadfile keeps each notebook (nbval) and each test file on one worker.
+  test) exec python -m pytest tests labs --nbval-lax -p no:cacheprovider -n "${LABKIT_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
   lock)
     { sed -n '1,3p' "$LOCK"; python -m pip freeze --exclude-editable | grep -v '^labkit' \
         | sed -E 's/^(torch==[0-9.]+)\+cpu$/\1/'; } > "$LOCK.new" && mv "$LOCK.new" "$LOCK"
