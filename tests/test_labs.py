@@ -24,6 +24,8 @@ REQUIRED_METRICS = {
                                   "sim_cycles_is_8x8_64x32x48", "shape_sweep_points"},
     "02_mfu": {"flops_per_token_analytic", "flops_per_step_xla", "flops_per_step_torch", "mfu_jax",
                "mfu_torch", "peak_used"},
+    "03_gspmd_sharding": {"strategies", "collective_bytes_dp", "collective_bytes_fsdp", "collective_bytes_tp",
+                          "max_abs_diff_vs_unsharded", "multiprocess_max_abs_diff"},
     "04_mixed_precision": {"format_table", "final_loss_fp32", "final_loss_bf16", "final_loss_fp16_scaled",
                            "step_time_per_precision"},
     "06_cost_per_token": {"cost_per_mtok_train", "cost_per_mtok_serve", "claims_checked"},
