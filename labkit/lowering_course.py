@@ -70,3 +70,16 @@ def _train_step() -> tuple[Callable[..., Any], tuple[Any, ...]]:
     _, _, tokens = _gpt()
     t = JaxTrainer(FlaxGPT(get_config("test")))  # Lab 02's own jitted AdamW step
     return t.step_fn, (_spec(t.params), _spec(t.opt_state), tokens, tokens)
+
+
+@register("lab05.exported_forward", "05_train_tpu_serve_gpu")
+def _exported_forward() -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    import jax
+    import jax.numpy as jnp
+
+    from labkit.export_hlo import weight_specs, forward_fn
+    from labkit.models import get_config
+
+    cfg = get_config("test")
+    tokens = jax.ShapeDtypeStruct((2, cfg.seq_len), jnp.int32)  # (batch, seq)
+    return jax.jit(forward_fn(cfg)), (weight_specs(cfg), tokens)

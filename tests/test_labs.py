@@ -28,6 +28,8 @@ REQUIRED_METRICS = {
                           "max_abs_diff_vs_unsharded", "multiprocess_max_abs_diff"},
     "04_mixed_precision": {"format_table", "final_loss_fp32", "final_loss_bf16", "final_loss_fp16_scaled",
                            "step_time_per_precision"},
+    "05_train_tpu_serve_gpu": {"parity_max_abs_logit_diff", "greedy_tokens_identical", "artifact_platforms",
+                               "serve_tokens_per_s", "serve_p50_ms"},
     "06_cost_per_token": {"cost_per_mtok_train", "cost_per_mtok_serve", "claims_checked"},
 }
 

@@ -12,7 +12,8 @@ def test_every_registered_function_lowers_for_tpu_and_cuda() -> None:
     failed = [f"{r.name} on {r.platform}: {r.error}" for r in results if not r.ok]
     assert not failed, "\n".join(failed)
     names = {r.name for r in results}
-    assert {"lab00.matmul_bf16", "lab01.pallas_matmul", "lab02.gpt_forward", "lab02.gpt_train_step"} <= names
+    assert {"lab00.matmul_bf16", "lab01.pallas_matmul", "lab02.gpt_forward", "lab02.gpt_train_step",
+            "lab05.exported_forward"} <= names
     assert {r.platform for r in results if r.name == "lab01.pallas_matmul"} == {"tpu"}  # TPU-only kernel
     assert all(r.stablehlo_bytes > 0 for r in results)
 
