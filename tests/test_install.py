@@ -62,6 +62,7 @@ def test_setup_on_colab_calls_the_bootstrap(monkeypatch: pytest.MonkeyPatch) -> 
     calls = []
     monkeypatch.setattr(device, "detect_host", lambda environ=None: "colab")
     monkeypatch.setattr(install, "ensure", lambda host: calls.append(host))
+    monkeypatch.setattr(device, "simulate_devices", lambda n: n)  # this process's JAX may be running already
     monkeypatch.setattr(bootstrap, "_runtime", None)
     bootstrap.setup(quiet=True)
     assert calls == ["colab"]
