@@ -37,9 +37,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("labs", nargs="*")
     ap.add_argument("--profile", default="smoke")
+    ap.add_argument("--out", default=None, help="keep executed notebooks and report.html here")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        report = runner.run(args.labs, args.profile, tmp)
+        report = runner.run(args.labs, args.profile, args.out or tmp)
     rows = []
     for lab in report["labs"]:
         target = TARGETS_S.get(lab["name"]) if args.profile == "smoke" else None

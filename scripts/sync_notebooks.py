@@ -1,7 +1,10 @@
-"""Rewrite the first code cell of every lab and colab notebook from labkit.course.first_cell().
+"""Bring notebooks and README in line with labkit/course.py (repository, ref).
 
-Run after changing labkit/course.py (e.g. pinning a release tag):  .venv/bin/python scripts/sync_notebooks.py
-tests/test_course.py fails until the notebooks agree with labkit.course.
+Rewrites the first code cell of every lab and colab notebook from labkit.course.first_cell(),
+and the Colab/Kaggle badges in the README's lab table from labkit.course.badges(). Run after
+changing labkit/course.py (e.g. the real repository or a release tag):
+    .venv/bin/python scripts/sync_notebooks.py
+tests/test_course.py fails until notebooks and README agree with labkit.course.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 
-from labkit.course import first_cell
+from labkit.course import badges, first_cell
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,6 +27,15 @@ def main() -> None:
             cell.source = first_cell()
             nbformat.write(nb, path)
             print(f"updated {path.relative_to(ROOT)}")
+    readme = ROOT / "README.md"
+    lines = readme.read_text().splitlines(keepends=True)
+    for i, line in enumerate(lines):  # a lab row: | [NN title](labs/NN_x.ipynb) | question | badges | time |
+        cells = line.split(" | ")
+        if line.startswith("| [") and "(labs/" in cells[0] and len(cells) == 4:
+            notebook = cells[0].split("(", 1)[1].rstrip(")")
+            cells[2] = badges(notebook)
+            lines[i] = " | ".join(cells)
+    readme.write_text("".join(lines))
 
 
 if __name__ == "__main__":

@@ -113,3 +113,17 @@ def test_only_device_module_touches_xla_flags_and_torch_xla(root) -> None:
 def test_cpu_name_is_nonempty() -> None:
     assert device.cpu_name()
     assert os.environ.get(device.CPU_DEVICES_ENV, "8")
+
+
+def test_unknown_runtime_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import jax
+
+    class Metal:
+        platform, device_kind = "METAL", "Apple M2"
+
+        def memory_stats(self) -> None:
+            return None
+
+    monkeypatch.setattr(jax, "devices", lambda *a: [Metal()])
+    with pytest.raises(RuntimeError, match="'METAL'.*not support.*JAX_PLATFORMS=cpu"):
+        device.detect()
