@@ -91,7 +91,8 @@ def mode() -> str:
     return m
 
 
-def _finish(result: CheckResult) -> CheckResult:
+def finish(result: CheckResult) -> CheckResult:
+    """Print a check's outcome; in "stop" mode raise on a wrong or missing answer (Lab 00)."""
     mark = {"passed": "✔", "wrong": "✘", "not done": "…"}[result.status]
     print(f"{mark} {result.name}: {result.message}")
     if mode() == "stop" and result.status == "wrong":
@@ -122,23 +123,23 @@ def check_function(
         try:
             got = fn(*args)
         except NotImplementedError as e:
-            return _finish(CheckResult(name, "not done", f"not done yet ({e})"))
+            return finish(CheckResult(name, "not done", f"not done yet ({e})"))
         runs.append((args, got, reference(*args)))
     if not runs:
         raise ValueError(f"check {name!r} was given no cases to test")
     wrong = [r for r in runs if not close(r[1], r[2], rtol)]
     if not wrong:
-        return _finish(CheckResult(name, "passed", f"correct on all {len(runs)} cases. {explain}".strip()))
+        return finish(CheckResult(name, "passed", f"correct on all {len(runs)} cases. {explain}".strip()))
     fits = lambda h, rs: all(_safe(h, g, e, a) for a, g, e in rs)  # noqa: E731
     for pool in (runs, wrong):
         for h in hints:
             if fits(h, pool):
-                return _finish(CheckResult(name, "wrong", f"hint: {h.message}"))
+                return finish(CheckResult(name, "wrong", f"hint: {h.message}"))
     for h in hints:
         if any(_safe(h, g, e, a) for a, g, e in wrong):
-            return _finish(CheckResult(name, "wrong", f"hint: {h.message}"))
+            return finish(CheckResult(name, "wrong", f"hint: {h.message}"))
     args, got, expected = wrong[0]
-    return _finish(CheckResult(name, "wrong", f"for inputs {args} expected {expected!r}, got {got!r}."))
+    return finish(CheckResult(name, "wrong", f"for inputs {args} expected {expected!r}, got {got!r}."))
 
 
 def _safe(h: Hint, got: Any, expected: Any, args: tuple) -> bool:

@@ -61,7 +61,7 @@ def matmul_kernel(a_ref: Any, b_ref: Any, o_ref: Any, acc_ref: Any) -> None:
     acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
 
     @pl.when(k == pl.num_programs(2) - 1)
-    def _finish() -> None:  # the K walk is done: round once to the output dtype, write once
+    def finish() -> None:  # the K walk is done: round once to the output dtype, write once
         o_ref[...] = acc_ref[...].astype(o_ref.dtype)
 
 

@@ -159,14 +159,15 @@ def check_flat(flat: dict[str, Any], cfg: GPTConfig) -> None:
             raise ValueError(f"{name}: shape {got}, expected {shape} for {cfg}")
 
 
-def _is_torch_module(model: Any) -> bool:
+def is_torch_module(model: Any) -> bool:
+    """True for a TorchGPT (or any torch module), decided without importing torch (Lab 05)."""
     # Decide without importing torch: a Flax-only runtime must not pay for (or need) torch.
     return any(c.__module__.startswith("torch.") for c in type(model).__mro__)
 
 
 def flat_params_numpy(model: Any) -> dict[str, np.ndarray]:
     """Canonical {name: fp32 numpy array} of a FlaxGPT or TorchGPT, PyTorch layout (Lab 05)."""
-    if _is_torch_module(model):
+    if is_torch_module(model):
         from labkit.models_torch import torch_flat_params
         return torch_flat_params(model)
     from labkit.models_flax import flax_flat_params
@@ -176,7 +177,7 @@ def flat_params_numpy(model: Any) -> dict[str, np.ndarray]:
 def load_flat_params(model: Any, flat: dict[str, np.ndarray]) -> Any:
     """Copy a canonical flat dict into a FlaxGPT or TorchGPT in place, exactly; returns it (Lab 05)."""
     check_flat(flat, model.cfg)
-    if _is_torch_module(model):
+    if is_torch_module(model):
         from labkit.models_torch import torch_load_flat
         return torch_load_flat(model, flat)
     from labkit.models_flax import flax_load_flat

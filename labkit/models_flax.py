@@ -28,7 +28,8 @@ def _get(var: nnx.Variable) -> Any:
     return var.get_value() if hasattr(var, "get_value") else var.value
 
 
-def _set(var: nnx.Variable, value: jax.Array) -> None:
+def set_value(var: nnx.Variable, value: jax.Array) -> None:
+    """Write an NNX variable across flax versions (0.12 ``set_value``, 0.11 ``.value``) (Lab 05)."""
     if hasattr(var, "set_value"):
         var.set_value(value)
     else:
@@ -135,8 +136,8 @@ def abstract_flax_gpt(cfg: GPTConfig, dtype: Any = None) -> FlaxGPT:
     return nnx.eval_shape(lambda: FlaxGPT(cfg, rngs=nnx.Rngs(0), dtype=dtype))
 
 
-def _canonical_vars(model: FlaxGPT) -> Iterator[tuple[str, nnx.Variable, bool]]:
-    """(canonical name, NNX variable, transpose?) for every parameter, in param_shapes order."""
+def canonical_vars(model: FlaxGPT) -> Iterator[tuple[str, nnx.Variable, bool]]:
+    """(Lab 05) (canonical name, NNX variable, transpose?) for every parameter, in param_shapes order."""
     yield "wte.weight", model.wte.embedding, False
     yield "wpe.weight", model.wpe.embedding, False
     for i, blk in enumerate(model.blocks):
@@ -157,7 +158,7 @@ def _canonical_vars(model: FlaxGPT) -> Iterator[tuple[str, nnx.Variable, bool]]:
 def flax_flat_params(model: FlaxGPT) -> dict[str, np.ndarray]:
     """Canonical {name: fp32 numpy array} of a FlaxGPT (PyTorch layout, contiguous) (Lab 05)."""
     out = {}
-    for name, var, transpose in _canonical_vars(model):
+    for name, var, transpose in canonical_vars(model):
         arr = np.asarray(jax.device_get(_get(var)), dtype=np.float32)
         # np.array(copy=True): a writable, C-contiguous copy, never a view of device memory.
         out[name] = np.array(arr.T if transpose else arr, dtype=np.float32, order="C", copy=True)
@@ -166,9 +167,9 @@ def flax_flat_params(model: FlaxGPT) -> dict[str, np.ndarray]:
 
 def flax_load_flat(model: FlaxGPT, flat: dict[str, np.ndarray]) -> FlaxGPT:
     """Write a canonical flat dict into a FlaxGPT in place (exact fp32 copy); returns it (Lab 05)."""
-    for name, var, transpose in _canonical_vars(model):
+    for name, var, transpose in canonical_vars(model):
         arr = np.asarray(flat[name], dtype=np.float32)
-        _set(var, jnp.asarray(arr.T if transpose else arr))
+        set_value(var, jnp.asarray(arr.T if transpose else arr))
     return model
 
 

@@ -212,7 +212,7 @@ def generate(model: Any, prompt: Any, n_new: int, temperature: float = 0.0, seed
     ``cfg.seq_len`` tokens, right-padded to exactly ``seq_len`` so JAX compiles once. The
     model is causal, so padding after the last real token cannot change its logits.
     """
-    from labkit.models import _is_torch_module
+    from labkit.models import is_torch_module
 
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
@@ -221,7 +221,7 @@ def generate(model: Any, prompt: Any, n_new: int, temperature: float = 0.0, seed
         raise ValueError("prompt must hold at least one token per row")
     t_max = model.cfg.seq_len
     rng = np.random.default_rng(seed)
-    logits_at = _torch_logits_fn(model) if _is_torch_module(model) else _jax_logits_fn(model)
+    logits_at = _torch_logits_fn(model) if is_torch_module(model) else _jax_logits_fn(model)
     for _ in range(n_new):
         window = toks[:, -t_max:]  # (batch, <= seq_len): crop to the model's context
         n = window.shape[1]

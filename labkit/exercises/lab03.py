@@ -13,7 +13,7 @@ import numpy as np
 
 from labkit import collectives as C
 from labkit import sharding as S
-from labkit.check import CheckResult, Hint, _finish, check_function
+from labkit.check import CheckResult, Hint, finish, check_function
 
 MESH_SHAPE, MESH_AXES = (2, 4), ("data", "model")
 X_SHAPE, W_SHAPE = (16, 32), (32, 64)  # y = x @ w: (batch, d_in) @ (d_in, d_out)
@@ -139,17 +139,17 @@ def check_fixed_layout(fn: Callable[[], dict[str, tuple]]) -> CheckResult:
     try:
         layout = fn()
     except NotImplementedError as e:
-        return _finish(CheckResult(name, "not done", f"not done yet ({e})"))
+        return finish(CheckResult(name, "not done", f"not done yet ({e})"))
     if not isinstance(layout, dict) or set(layout) != {"w1", "w2"}:
-        return _finish(CheckResult(name, "wrong", 'return a dict {"w1": (...), "w2": (...)} of '
+        return finish(CheckResult(name, "wrong", 'return a dict {"w1": (...), "w2": (...)} of '
                                    "PartitionSpec entries, e.g. (None, \"model\")."))
     layout = {k: tuple(v) for k, v in layout.items()}
     try:
         table, out, ref = compile_mlp(layout)
     except (S.ShardingError, ValueError) as e:
-        return _finish(CheckResult(name, "wrong", f"that layout does not compile: {e}"))
+        return finish(CheckResult(name, "wrong", f"that layout does not compile: {e}"))
     if not np.allclose(out, ref, rtol=1e-4, atol=1e-4):
-        return _finish(CheckResult(name, "wrong", "the result changed — a layout must never "
+        return finish(CheckResult(name, "wrong", "the result changed — a layout must never "
                                    "change the maths; check the specs name existing dims."))
     # Moving activations between layouts (gather, all-to-all, permute) is what the fix removes;
     # summing partial results (all-reduce) is the one collective tensor parallelism needs.
@@ -168,13 +168,13 @@ def check_fixed_layout(fn: Callable[[], dict[str, tuple]]) -> CheckResult:
         else:
             shapes = ", ".join(f"{c.kind} {c.shape} from {c.origin}" for c in gathers)
             msg = f"still moving activations: {shapes}. Split w1's and w2's d_ff dims."
-        return _finish(CheckResult(name, "wrong", f"hint: {msg}"))
+        return finish(CheckResult(name, "wrong", f"hint: {msg}"))
     if not (_split(w1) and _split(w2)):
         whole = " and ".join(k for k in ("w1", "w2") if not _split(layout[k]))
-        return _finish(CheckResult(name, "wrong", f"hint: no all-gather now, but {whole} is "
+        return finish(CheckResult(name, "wrong", f"hint: no all-gather now, but {whole} is "
                                    f"replicated: every device holds all of it and tensor "
                                    f"parallelism saves no memory. Split its d_ff dimension."))
     kinds = C.kinds(table)
-    return _finish(CheckResult(name, "passed", f"collectives now: {kinds or 'none'} — the "
+    return finish(CheckResult(name, "passed", f"collectives now: {kinds or 'none'} — the "
                                "Megatron pattern: column-parallel w1, row-parallel w2, one "
                                "all-reduce of the (batch, d) output."))

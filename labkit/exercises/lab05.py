@@ -36,9 +36,9 @@ def _is(f: Callable[..., float]) -> Callable[[Any, Any, tuple], bool]:
 @lru_cache(maxsize=8)
 def _transposed(cfg: GPTConfig) -> frozenset[str]:
     """Canonical names whose Flax variable is the transpose, read from labkit.models_flax."""
-    from labkit.models_flax import _canonical_vars, abstract_flax_gpt
+    from labkit.models_flax import canonical_vars, abstract_flax_gpt
 
-    return frozenset(name for name, _, t in _canonical_vars(abstract_flax_gpt(cfg)) if t)
+    return frozenset(name for name, _, t in canonical_vars(abstract_flax_gpt(cfg)) if t)
 
 
 _CFG = GPTConfig(vocab_size=40, seq_len=24, n_layer=2, n_head=2, d_model=12, d_ff=20)  # all shapes differ
