@@ -19,3 +19,19 @@ def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 30
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture
+def report_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exercise checks print and return instead of raising ("report, don't stop")."""
+    from labkit.check import MODE_ENV
+
+    monkeypatch.setenv(MODE_ENV, "report")
+
+
+@pytest.fixture
+def stop_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exercise checks in their default mode: a wrong answer raises."""
+    from labkit.check import MODE_ENV
+
+    monkeypatch.delenv(MODE_ENV, raising=False)

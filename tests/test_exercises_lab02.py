@@ -105,10 +105,6 @@ CHECKS: list[tuple[Callable[[Callable[..., Any]], CheckResult], Callable, Callab
 IDS = ["flops_per_token", "mfu", "days_to_train"]
 
 
-@pytest.fixture
-def report_mode(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(MODE_ENV, "report")
-
 
 @pytest.mark.parametrize("check, ref, alt, wrong", CHECKS, ids=IDS)
 def test_reference_and_alternative_pass(check: Callable, ref: Callable, alt: Callable, wrong: list) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from labkit import precision
-from labkit.check import MODE_ENV, CheckFailed, CheckResult, NotDoneYet, your_turn
+from labkit.check import CheckFailed, CheckResult, NotDoneYet, your_turn
 from labkit.exercises import lab04
 
 # ----------------------------------------------------------------------- 1. format max
@@ -110,14 +110,6 @@ CHECKS: list[tuple[Callable[[Callable[..., Any]], CheckResult], Callable[..., An
 IDS = ["format_max", "round_to_bits", "update_scale"]
 
 
-@pytest.fixture
-def report_mode(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(MODE_ENV, "report")
-
-
-@pytest.fixture
-def stop_mode(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(MODE_ENV, raising=False)  # default: stop
 
 
 @pytest.mark.parametrize("check, ref, alt, wrong", CHECKS, ids=IDS)

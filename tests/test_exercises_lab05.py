@@ -7,7 +7,7 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from labkit.check import MODE_ENV, CheckFailed, CheckResult, NotDoneYet, your_turn
+from labkit.check import CheckFailed, CheckResult, NotDoneYet, your_turn
 from labkit.exercises import lab05
 
 # ---------------------------------------------------------------- 1. torch weight -> Flax layout
@@ -86,14 +86,6 @@ CHECKS: list[tuple[Callable[[Callable[..., Any]], CheckResult], Callable[..., An
 IDS = ["torch_to_flax", "kv_cache_bytes", "tokens_per_s"]
 
 
-@pytest.fixture
-def report_mode(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(MODE_ENV, "report")
-
-
-@pytest.fixture
-def stop_mode(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(MODE_ENV, raising=False)  # default: stop
 
 
 @pytest.mark.parametrize("check, ref, alt, wrong", CHECKS, ids=IDS)

@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 import pytest
 
-from labkit.check import MODE_ENV, CheckFailed, CheckResult, NotDoneYet, your_turn
+from labkit.check import CheckFailed, CheckResult, NotDoneYet, your_turn
 from labkit.exercises import lab06
 
 # ---------------------------------------------------------------- 1. $ per million tokens
@@ -89,14 +89,6 @@ CHECKS: list[tuple[Callable[[Callable[..., Any]], CheckResult], Callable[..., fl
 IDS = ["cost_per_mtok", "break_even_utilization", "spot_discount"]
 
 
-@pytest.fixture
-def report_mode(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(MODE_ENV, "report")
-
-
-@pytest.fixture
-def stop_mode(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(MODE_ENV, raising=False)  # default: stop
 
 
 @pytest.mark.parametrize("check, ref, alt, wrong", CHECKS, ids=IDS)
