@@ -1,13 +1,13 @@
 """Tests for labkit.exercises.lab06: right answers pass, plausible wrong ones get their hint."""
 from __future__ import annotations
 
-import re
 from typing import Any, Callable
 
 import pytest
 
-from labkit.check import CheckFailed, CheckResult, NotDoneYet, your_turn
+from labkit.check import CheckResult
 from labkit.exercises import lab06
+from tests import exercise_contract as contract
 
 # ---------------------------------------------------------------- 1. $ per million tokens
 
@@ -93,27 +93,17 @@ IDS = ["cost_per_mtok", "break_even_utilization", "spot_discount"]
 
 @pytest.mark.parametrize("check, ref, alt, wrong", CHECKS, ids=IDS)
 def test_reference_and_alternative_pass(stop_mode: None, check, ref, alt, wrong) -> None:
-    for fn in (ref, alt):
-        for _ in range(3):  # fresh random cases each call
-            r = check(fn)
-            assert r.passed and r.status == "passed" and "correct on" in r.message
+    contract.accepts(check, ref, alt)
 
 
 @pytest.mark.parametrize("check, ref, alt, wrong", CHECKS, ids=IDS)
-def test_wrong_answers_get_their_hint_in_report_mode(report_mode: None, check, ref, alt,
-                                                     wrong) -> None:
-    for fn, hint in wrong:
-        r = check(fn)
-        assert r.status == "wrong" and not r.passed, hint
-        assert r.message.startswith("hint:") and hint in r.message, (hint, r.message)
+def test_wrong_answers_get_their_hint_in_report_mode(report_mode: None, check, ref, alt, wrong) -> None:
+    contract.hints(check, wrong, repeats=1)
 
 
 @pytest.mark.parametrize("check, ref, alt, wrong", CHECKS, ids=IDS)
-def test_wrong_answers_stop_the_run_in_stop_mode(stop_mode: None, check, ref, alt,
-                                                 wrong) -> None:
-    for fn, hint in wrong:
-        with pytest.raises(CheckFailed, match="hint: .*" + re.escape(hint)):
-            check(fn)
+def test_wrong_answers_stop_the_run_in_stop_mode(stop_mode: None, check, ref, alt, wrong) -> None:
+    contract.stops(check, wrong)
 
 
 @pytest.mark.parametrize("check, ref, alt, wrong", CHECKS, ids=IDS)
@@ -123,21 +113,14 @@ def test_unrecognised_wrong_answer_shows_inputs(report_mode: None, check, ref, a
     assert r.status == "wrong" and "for inputs" in r.message and "expected" in r.message
 
 
-def _stub(*args: float) -> float:
-    your_turn("the exercise")
-    return 0.0
-
-
 @pytest.mark.parametrize("check", [c[0] for c in CHECKS], ids=IDS)
 def test_not_done_yet(report_mode: None, check) -> None:
-    r = check(_stub)
-    assert r.status == "not done" and "Your turn" in r.message
+    contract.reports_not_done(check)
 
 
 @pytest.mark.parametrize("check", [c[0] for c in CHECKS], ids=IDS)
 def test_not_done_yet_stops_in_stop_mode(stop_mode: None, check) -> None:
-    with pytest.raises(NotDoneYet, match="not done yet"):
-        check(_stub)
+    contract.stops_not_done(check)
 
 
 def test_break_even_reference_is_labkit_break_even() -> None:
