@@ -385,3 +385,18 @@ def xla_spmd() -> Any:
         hlo=lambda tensors: torch_xla._XLAC._get_xla_tensors_hlo(list(tensors)),
         sharding_spec=lambda t: torch_xla._XLAC._get_xla_sharding_spec(t),
         sync=torch_xla.sync)
+
+
+def steady_torch_threads(device: Any) -> int:
+    """On a CPU, run torch on one intra-op thread so small-model timings are steady (Lab 02).
+
+    torch's OpenMP threads spin-wait for each other: on a CPU shared with other work (a CI
+    runner, a small VM) that turns a 15 ms step into 100+ ms of noise, and the small ops of the
+    labs' models would not use two threads anyway. JAX keeps its own thread pool. Returns the
+    intra-op thread count torch now uses (unchanged off the CPU).
+    """
+    import torch
+
+    if torch.device(device).type == "cpu":
+        torch.set_num_threads(1)
+    return torch.get_num_threads()

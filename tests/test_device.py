@@ -127,3 +127,13 @@ def test_unknown_runtime_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(jax, "devices", lambda *a: [Metal()])
     with pytest.raises(RuntimeError, match="'METAL'.*not support.*JAX_PLATFORMS=cpu"):
         device.detect()
+
+
+def test_steady_torch_threads_on_cpu() -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        assert device.steady_torch_threads("cpu") == 1 == torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
