@@ -123,6 +123,50 @@ def time_torch(
     return time_fn(fn, make_inputs, sync=lambda _: wait(), warmup=warmup, repeats=repeats, label=label)
 
 
+@dataclass(frozen=True)
+class Confirmed:
+    """A taught timing claim and the measurements it was judged on (Lab 02)."""
+
+    values: tuple[float, ...]  # each point's best over all attempts (fastest time or highest rate)
+    attempts: int  # measurements taken; more than 1 means noise hid the effect at first
+    holds: bool  # whether the claim holds on ``values``
+
+    def __str__(self) -> str:
+        verdict = "holds" if self.holds else "does NOT hold"
+        extra = "" if self.attempts == 1 else f" (after {self.attempts} measurements: noise hid it at first)"
+        return f"claim {verdict}{extra}"
+
+
+def confirm(
+    measure: Callable[[], Sequence[float]],
+    claim: Callable[[tuple[float, ...]], bool],
+    *,
+    higher_is_better: bool = True,
+    attempts: int = 3,
+    first: Sequence[float] | None = None,
+) -> Confirmed:
+    """Judge a claim about timings (A is faster than B) on enough measurements to beat noise (Lab 02).
+
+    On a shared machine other work only ever *adds* time, so each point keeps its best value over
+    all attempts -- the same rule as "the fastest of several repeats", with more repeats. Up to
+    ``attempts`` measurements are taken, stopping as soon as the claim holds; ``first`` is an
+    already taken measurement that counts as attempt 1. The caller asserts ``.holds``: a claim that
+    is false stays false however often it is measured.
+    """
+    if attempts < 1:
+        raise ValueError(f"need attempts >= 1, got {attempts}")
+    best = max if higher_is_better else min
+    values = tuple(float(v) for v in (first if first is not None else measure()))
+    n = 1
+    while not claim(values) and n < attempts:
+        again = tuple(float(v) for v in measure())
+        if len(again) != len(values):
+            raise ValueError(f"measure() returned {len(again)} values, the first measurement {len(values)}")
+        values = tuple(best(a, b) for a, b in zip(values, again))
+        n += 1
+    return Confirmed(values, n, bool(claim(values)))
+
+
 def progress(items: Iterable[T], desc: str = "", total: int | None = None) -> Iterable[T]:
     """Wrap a long sweep in a progress bar that renders in notebooks and terminals (Lab 00)."""
     from tqdm.auto import tqdm

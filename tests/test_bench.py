@@ -84,3 +84,34 @@ def test_time_jax_and_torch_really_run() -> None:
 
 def test_progress_yields_everything() -> None:
     assert list(bench.progress(range(5), desc="x")) == [0, 1, 2, 3, 4]
+
+
+def test_confirm_keeps_each_points_best_until_the_claim_holds() -> None:
+    # Two noisy measurements of (batch 1 rate, batch 8 rate): the claim "8 beats 1" is hidden at first.
+    runs = iter([(5.0, 4.0), (3.0, 6.0), (9.0, 9.0)])
+    got = bench.confirm(lambda: next(runs), lambda v: v[1] > v[0])
+    assert got.values == (5.0, 6.0) and got.attempts == 2 and got.holds  # (9, 9) never measured
+    got = bench.confirm(lambda: next(iter([(1.0, 2.0)])), lambda v: v[1] > v[0])
+    assert got.values == (1.0, 2.0) and got.attempts == 1 and got.holds
+
+
+def test_confirm_reports_a_false_claim_after_every_attempt() -> None:
+    calls = []
+
+    def measure() -> tuple[float, float]:
+        calls.append(1)
+        return (2.0, 1.0)  # times in seconds: the second is always faster
+
+    got = bench.confirm(measure, lambda v: v[1] > v[0], higher_is_better=False, attempts=4)
+    assert not got.holds and got.attempts == 4 and len(calls) == 4 and got.values == (2.0, 1.0)
+    assert "does NOT hold" in str(got)
+
+
+def test_confirm_merges_times_by_minimum_and_counts_the_first_measurement() -> None:
+    got = bench.confirm(lambda: (0.5, 0.9), lambda v: v[0] < 0.6, higher_is_better=False, first=(0.8, 0.7))
+    assert got.values == (0.5, 0.7) and got.attempts == 2 and got.holds
+    assert "after 2 measurements" in str(got)
+    with pytest.raises(ValueError, match="attempts"):
+        bench.confirm(lambda: (1.0,), lambda v: True, attempts=0)
+    with pytest.raises(ValueError, match="returned 1 values"):
+        bench.confirm(lambda: (1.0,), lambda v: False, first=(1.0, 2.0))
