@@ -379,7 +379,8 @@ def xla_spmd() -> Any:
     import torch_xla.distributed.spmd as xs
     import torch_xla.runtime as xr
 
-    xr.use_spmd()  # before the first XLA tensor: one program for all devices from here on
+    if not xr.is_spmd():  # once, before the first XLA tensor: one program for all devices from here on
+        xr.use_spmd()
     return SimpleNamespace(
         xs=xs, n_devices=xr.global_runtime_device_count(), device=torch_xla.device(),
         hlo=lambda tensors: torch_xla._XLAC._get_xla_tensors_hlo(list(tensors)),

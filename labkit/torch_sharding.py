@@ -140,7 +140,7 @@ def xla_spmd_mlp(layout: str = "dp", batch: int = 16, d: int = 64, f: int = 256,
     out.square().sum().backward()
     hlo = spmd.hlo([out, w1x.grad, w2x.grad])
     spmd.sync()
-    diff = max(float((a.cpu() - b).abs().max()) for a, b in
+    diff = max(float((a.detach().cpu() - b.detach()).abs().max()) for a, b in
                ((out, ref), (w1x.grad, w1.grad), (w2x.grad, w2.grad)))
     return {"layout": layout, "devices": n, "max_abs_diff": diff,
             "annotations": sorted(set(s for s in _shardings(hlo))), "hlo": hlo}

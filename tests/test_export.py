@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import jax
@@ -13,6 +14,7 @@ from flax import nnx
 
 from labkit import device, export, export_hlo, kv_cache, weights
 from labkit.models import FlaxGPT, flax_to_torch, flat_params_numpy, get_config
+from tests.conftest import run_python
 
 CFG = get_config("test")
 TOL = 1e-4  # fp32 logits, |logits| ~ 1
@@ -114,6 +116,47 @@ def test_torch_export_step_parity_and_dynamic_batch(models) -> None:
                 start += x.shape[1]
 
 
+XLA_TRAIN_SCRIPT = r"""
+import json
+import numpy as np
+import torch
+from labkit import export
+from labkit.data import Batcher, to_torch
+from labkit.models import get_config
+from labkit.models_torch import TorchGPT, torch_loss
+
+cfg, steps = get_config("test"), 4
+tokens = np.random.default_rng(0).integers(0, cfg.vocab_size, 5000).astype(np.int32)
+model, xla_losses = export.train_torch_xla(cfg, tokens, steps=steps, batch=4, lr=3e-3, seed=0)
+# The reference: the same seed, data and optimizer in eager torch on the CPU.
+torch.manual_seed(0)
+ref = TorchGPT(cfg)
+opt = torch.optim.AdamW(ref.parameters(), lr=3e-3, weight_decay=0.0)
+cpu_losses = []
+for x, y in Batcher(tokens, 4, min(cfg.seq_len, 64), seed=0):
+    if len(cpu_losses) == steps:
+        break
+    loss = torch_loss(ref, to_torch(x, "cpu"), to_torch(y, "cpu"))
+    loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
+    cpu_losses.append(float(loss))
+w_diff = max(float((a.detach().cpu() - b.detach()).abs().max())
+             for a, b in zip(model.state_dict().values(), ref.state_dict().values()))
+print("RESULT" + json.dumps({"xla": xla_losses, "cpu": cpu_losses, "w_diff": w_diff,
+                             "device": str(next(model.parameters()).device)}))
+"""
+
+
+@pytest.mark.skipif(not device.xla_installed(), reason="torch-xla not installed (optional extra 'xla')")
+def test_torch_xla_route_trains_like_eager_torch() -> None:
+    # A subprocess: torch-xla's runtime (and PJRT_DEVICE=CPU) is per process.
+    proc = run_python(XLA_TRAIN_SCRIPT, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads([line for line in proc.stdout.splitlines() if line.startswith("RESULT")][-1][6:])
+    assert res["device"].startswith("xla"), res["device"]
+    assert np.allclose(res["xla"], res["cpu"], atol=1e-4), (res["xla"], res["cpu"])
+    assert res["w_diff"] < 1e-4, res["w_diff"]
+
+
 def test_max_abs_diff_checks_shapes() -> None:
     assert export.max_abs_diff(np.ones(3), torch.ones(3) * 1.5) == 0.5
     with pytest.raises(ValueError, match="shapes differ"):
@@ -122,6 +165,6 @@ def test_max_abs_diff_checks_shapes() -> None:
 
 def test_torch_xla_route_is_guarded() -> None:
     if device.xla_installed():  # pragma: no cover - only where the optional extra is installed
-        pytest.skip("torch-xla is installed here; the legacy route runs in the lab instead")
+        pytest.skip("torch-xla is installed here: test_torch_xla_route_trains_like_eager_torch runs the route")
     with pytest.raises(RuntimeError, match="torch-xla is not installed"):
         export.train_torch_xla(CFG, np.arange(1000) % 256, steps=1)
