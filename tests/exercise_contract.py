@@ -57,3 +57,50 @@ def stops_not_done(check: Check) -> None:
     """A stub raises NotDoneYet in stop mode."""
     with pytest.raises(NotDoneYet, match="not done yet"):
         check(stub)
+
+
+Case = tuple[Check, Callable[..., Any], Callable[..., Any], list[tuple[Callable[..., Any], str]]]
+
+
+def standard_tests(cases: list[Case], ids: list[str], unrecognised: Callable[[Check], Callable[..., Any]],
+                   hint_repeats: int = 3) -> dict[str, Callable[..., None]]:
+    """The six contract tests for a lab's (check, reference, alternative, wrong answers) cases.
+
+    A test file binds them with ``globals().update(contract.standard_tests(...))`` so pytest
+    collects them under their usual names; ``unrecognised(check)`` is a wrong answer no hint
+    names, which must be answered with the inputs and the expected value.
+    """
+    each_case = pytest.mark.parametrize("check, ref, alt, wrong", cases, ids=ids)
+    each_check = pytest.mark.parametrize("check", [c[0] for c in cases], ids=ids)
+
+    @each_case
+    def test_reference_and_alternative_pass(stop_mode: None, check: Check, ref: Any, alt: Any, wrong: Any) -> None:
+        accepts(check, ref, alt)
+
+    @each_case
+    def test_wrong_answers_get_their_hint_in_report_mode(report_mode: None, check: Check, ref: Any, alt: Any,
+                                                          wrong: Any) -> None:
+        hints(check, wrong, repeats=hint_repeats)
+
+    @each_case
+    def test_wrong_answers_stop_the_run_in_stop_mode(stop_mode: None, check: Check, ref: Any, alt: Any,
+                                                      wrong: Any) -> None:
+        stops(check, wrong)
+
+    @each_check
+    def test_unrecognised_wrong_answer_shows_inputs(report_mode: None, check: Check) -> None:
+        r = check(unrecognised(check))
+        assert r.status == "wrong" and "for inputs" in r.message and "expected" in r.message
+
+    @each_check
+    def test_not_done_yet(report_mode: None, check: Check) -> None:
+        reports_not_done(check)
+
+    @each_check
+    def test_not_done_yet_stops_in_stop_mode(stop_mode: None, check: Check) -> None:
+        stops_not_done(check)
+
+    tests = [test_reference_and_alternative_pass, test_wrong_answers_get_their_hint_in_report_mode,
+             test_wrong_answers_stop_the_run_in_stop_mode, test_unrecognised_wrong_answer_shows_inputs,
+             test_not_done_yet, test_not_done_yet_stops_in_stop_mode]
+    return {t.__name__: t for t in tests}

@@ -88,39 +88,8 @@ CHECKS: list[tuple[Callable[[Callable[..., Any]], CheckResult], Callable[..., fl
 ]
 IDS = ["cost_per_mtok", "break_even_utilization", "spot_discount"]
 
-
-
-
-@pytest.mark.parametrize("check, ref, alt, wrong", CHECKS, ids=IDS)
-def test_reference_and_alternative_pass(stop_mode: None, check, ref, alt, wrong) -> None:
-    contract.accepts(check, ref, alt)
-
-
-@pytest.mark.parametrize("check, ref, alt, wrong", CHECKS, ids=IDS)
-def test_wrong_answers_get_their_hint_in_report_mode(report_mode: None, check, ref, alt, wrong) -> None:
-    contract.hints(check, wrong, repeats=1)
-
-
-@pytest.mark.parametrize("check, ref, alt, wrong", CHECKS, ids=IDS)
-def test_wrong_answers_stop_the_run_in_stop_mode(stop_mode: None, check, ref, alt, wrong) -> None:
-    contract.stops(check, wrong)
-
-
-@pytest.mark.parametrize("check, ref, alt, wrong", CHECKS, ids=IDS)
-def test_unrecognised_wrong_answer_shows_inputs(report_mode: None, check, ref, alt,
-                                                wrong) -> None:
-    r = check(lambda *args: 42.0)
-    assert r.status == "wrong" and "for inputs" in r.message and "expected" in r.message
-
-
-@pytest.mark.parametrize("check", [c[0] for c in CHECKS], ids=IDS)
-def test_not_done_yet(report_mode: None, check) -> None:
-    contract.reports_not_done(check)
-
-
-@pytest.mark.parametrize("check", [c[0] for c in CHECKS], ids=IDS)
-def test_not_done_yet_stops_in_stop_mode(stop_mode: None, check) -> None:
-    contract.stops_not_done(check)
+# The six tests every exercise check must pass (tests/exercise_contract.py).
+globals().update(contract.standard_tests(CHECKS, IDS, unrecognised=lambda check: (lambda *args: 42.0), hint_repeats=1))
 
 
 def test_break_even_reference_is_labkit_break_even() -> None:
