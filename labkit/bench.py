@@ -11,12 +11,16 @@ not flatter the number. All three frameworks (JAX, torch CUDA, torch-xla) go thr
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 T = TypeVar("T")
+
+MIN_WINDOW_S = 0.02  # calls=None: a timed repeat lasts at least this long (s), so a sync's ~10-100 us is noise
+MAX_CALLS = 100  # ... with at most this many back-to-back calls per repeat
 
 
 @dataclass(frozen=True)
@@ -71,26 +75,42 @@ def time_fn(
     warmup: int = 2,
     repeats: int = 10,
     label: str = "",
+    calls: int | None = 1,
 ) -> Timing:
     """Time ``fn(*make_inputs(i))`` with warm-up, device sync and fresh inputs (Lab 00).
 
     ``make_inputs(i)`` builds the arguments for call ``i`` *outside* the timed region;
     ``sync(x)`` must block until ``x`` (inputs or outputs) is really computed.
+
+    ``calls`` > 1 times that many back-to-back calls per repeat (alternating two fresh input
+    sets) and records their mean: the device never idles between calls, so a repeat measures
+    sustained throughput, not one call plus a sync round trip (~10-100 us on a GPU, as long as
+    a whole 2048^3 matmul) started from a GPU that idled while the host made inputs.
+    ``None`` picks enough calls for a repeat to last ``MIN_WINDOW_S`` (at most ``MAX_CALLS``).
     """
-    if repeats < 1 or warmup < 0:
-        raise ValueError(f"need repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
+    if repeats < 1 or warmup < 0 or (calls is not None and calls < 1):
+        raise ValueError(f"need repeats >= 1, warmup >= 0 and calls >= 1 (or None), "
+                         f"got repeats={repeats}, warmup={warmup}, calls={calls}")
     make = make_inputs or (lambda i: ())
     for i in range(warmup):  # compile, autotune, allocate: none of it is the steady state
         sync(fn(*make(i)))
+    if calls is None:  # one warm call, timed, sets the count
+        args = make(warmup)
+        sync(args)
+        t0 = time.perf_counter()
+        sync(fn(*args))
+        one = max(time.perf_counter() - t0, 1e-9)
+        calls = max(1, min(MAX_CALLS, math.ceil(MIN_WINDOW_S / one)))
     times: list[float] = []
     for i in range(repeats):
-        args = make(warmup + i)
-        sync(args)  # input generation must not leak into the timed region
+        sets = [make(warmup + i * min(calls, 2) + j) for j in range(min(calls, 2))]
+        sync(sets)  # input generation must not leak into the timed region
         t0 = time.perf_counter()
-        out = fn(*args)
+        for j in range(calls):
+            out = fn(*sets[j % len(sets)])
         sync(out)  # wait for the device, not just for the queue
-        times.append(time.perf_counter() - t0)
-    return Timing(tuple(times), warmup, label)
+        times.append((time.perf_counter() - t0) / calls)
+    return Timing(tuple(times), warmup, label, {"calls": calls} if calls > 1 else {})
 
 
 def time_jax(
@@ -100,11 +120,13 @@ def time_jax(
     warmup: int = 2,
     repeats: int = 10,
     label: str = "",
+    calls: int | None = 1,
 ) -> Timing:
     """Time a JAX function, blocking on its outputs with ``jax.block_until_ready`` (Lab 00)."""
     import jax
 
-    return time_fn(fn, make_inputs, sync=jax.block_until_ready, warmup=warmup, repeats=repeats, label=label)
+    return time_fn(fn, make_inputs, sync=jax.block_until_ready, warmup=warmup, repeats=repeats, label=label,
+                   calls=calls)
 
 
 def time_torch(
@@ -115,12 +137,13 @@ def time_torch(
     warmup: int = 2,
     repeats: int = 10,
     label: str = "",
+    calls: int | None = 1,
 ) -> Timing:
     """Time a torch function on CPU, CUDA or XLA, synchronising that device (Lab 00)."""
     from labkit.device import torch_sync
 
     wait = torch_sync(device)
-    return time_fn(fn, make_inputs, sync=lambda _: wait(), warmup=warmup, repeats=repeats, label=label)
+    return time_fn(fn, make_inputs, sync=lambda _: wait(), warmup=warmup, repeats=repeats, label=label, calls=calls)
 
 
 @dataclass(frozen=True)

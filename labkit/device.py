@@ -215,6 +215,27 @@ def detect() -> Runtime:
 # --------------------------------------------------------------------------------------
 
 
+def jax_attention_implementation(dtype: Any) -> str | None:
+    """``implementation=`` for ``jax.nn.dot_product_attention``: cuDNN's fused kernel where it exists (Lab 02).
+
+    XLA's own attention writes the (batch, heads, seq, seq) scores to memory and reads them back
+    (several times in the backward pass); cuDNN's flash-attention kernel keeps them on chip. It
+    needs an NVIDIA GPU of compute capability >= 8.0 (A100, L4, H100: not a T4) and fp16/bf16.
+    ``None`` lets JAX choose, which is XLA's kernel: the one TPUs and CPUs use.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    if jax.default_backend() != "gpu" or jnp.dtype(dtype) not in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16)):
+        return None
+    cc = getattr(jax.devices()[0], "compute_capability", "0")
+    try:
+        major = int(str(cc).split(".")[0])
+    except ValueError:
+        return None
+    return "cudnn" if major >= 8 else None
+
+
 def xla_installed() -> bool:
     """True when torch-xla can be imported (optional extra ``xla``) (Lab 05)."""
     return importlib.util.find_spec("torch_xla") is not None

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from labkit import device
 from labkit.models import GPTConfig
 
 # flax >= 0.12 wants lists of submodules wrapped so NNX sees them as data; 0.11 takes a list.
@@ -60,8 +61,9 @@ class CausalSelfAttention(nnx.Module):
         # softmax(q k^T / sqrt(head_dim) + causal mask) v; matches torch SDPA to ~1e-6 in fp32.
         if q.dtype == jnp.float16 and jax.default_backend() != "gpu":
             y = _attention_fp32_accumulate(q, k, v)
-        else:
-            y = jax.nn.dot_product_attention(q, k, v, is_causal=True)  # (batch, seq, heads, head_dim)
+        else:  # on Ampere+ GPUs in bf16/fp16: cuDNN's fused (flash) kernel, as torch's SDPA uses
+            y = jax.nn.dot_product_attention(q, k, v, is_causal=True,
+                                             implementation=device.jax_attention_implementation(q.dtype))
         return self.proj(y.reshape(b, t, d))  # (batch, seq, d_model)
 
 
