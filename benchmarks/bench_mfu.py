@@ -50,6 +50,7 @@ def main() -> None:
     """(Lab 02) Measure both frameworks' training step once and write the JSON result."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--profile", choices=list(PROFILES), default="full")
+    ap.add_argument("--model", help="labkit.models config name, e.g. gpt2-medium (default: the profile's)")
     ap.add_argument("--batch", type=int, help="sequences per step (default: the profile's)")
     ap.add_argument("--seq", type=int, help="tokens per sequence (default: the model's seq_len)")
     ap.add_argument("--torch-compile", choices=("auto", "on", "off"), default="auto",
@@ -65,7 +66,8 @@ def main() -> None:
     from labkit.train import JaxTrainer, OptConfig, TorchTrainer
 
     prof = PROFILES[args.profile]
-    cfg = get_config(prof["model"], **prof["overrides"])
+    model_name = args.model or prof["model"]
+    cfg = get_config(model_name, **prof["overrides"])
     batch, seq = args.batch or prof["batch"], args.seq or cfg.seq_len
     dtype = "bf16" if rt.bf16 else "fp32"  # T4/V100 have no bf16: measured in fp32 and said so
     tdev = device.torch_device()
@@ -97,7 +99,7 @@ def main() -> None:
     t0 = time.perf_counter()
     jax.block_until_ready(jt.step(*jb[0]))  # compile
     jax_compile_s = time.perf_counter() - t0
-    xla = flops.xla_count(jt.lower(*jb[0]))
+    xla = flops.xla_count(jt.lower(*jb[0], xla_attention=True))  # cuDNN attention hides its dots
     t_jax = bench.time_jax(jt.step, lambda i: jb[i % 4], warmup=3, repeats=prof["repeats"], label="jax step")
     print(t_jax)
 
@@ -120,7 +122,7 @@ def main() -> None:
     result = {
         "device": rt.chip, "platform": rt.platform, "host": socket.gethostname(), "date": time.strftime("%Y-%m-%d"),
         "profile": args.profile, "versions": versions.collect(),
-        "model": {"name": prof["model"], "config": asdict(cfg), "n_params": n_params(cfg),
+        "model": {"name": model_name, "config": asdict(cfg), "n_params": n_params(cfg),
                   "n_params_matmul": flops.param_count(cfg, "matmul")},
         "batch": batch, "seq": seq, "dtype": dtype, "flops_variant": "palm",
         "flops_per_token": flops.flops_per_token(cfg, seq, "palm"), "flops_per_step": fps,

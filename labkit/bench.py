@@ -110,7 +110,7 @@ def time_fn(
             out = fn(*sets[j % len(sets)])
         sync(out)  # wait for the device, not just for the queue
         times.append((time.perf_counter() - t0) / calls)
-    return Timing(tuple(times), warmup, label, {"calls": calls} if calls > 1 else {})
+    return Timing(tuple(times), warmup, label, {"calls": calls})
 
 
 def time_jax(

@@ -8,12 +8,13 @@ device, and the torch-xla guard. No other labkit module imports ``torch_xla`` or
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import platform
 import sys
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 # How many CPU devices labs simulate when no multi-device accelerator is present. Sharding
 # labs build an 8-device mesh (a TPU v5e-8 / 8-GPU node) so 8 is the course default.
@@ -215,6 +216,25 @@ def detect() -> Runtime:
 # --------------------------------------------------------------------------------------
 
 
+_XLA_ATTENTION_ONLY = False  # set by xla_attention(): models traced meanwhile use XLA's attention
+
+
+@contextlib.contextmanager
+def xla_attention() -> Iterator[None]:
+    """Trace with XLA's attention everywhere, so every matmul is an HLO dot FLOP counting sees (Lab 02).
+
+    cuDNN's fused attention is one custom call: XLA's HLO and ``cost_analysis`` do not see the
+    matmuls inside it (torch's FlopCounterMode has the same blind spot for fused SDPA kernels).
+    Only tracing inside the block is affected: use it around ``jax.jit(...).lower(...)``.
+    """
+    global _XLA_ATTENTION_ONLY
+    before, _XLA_ATTENTION_ONLY = _XLA_ATTENTION_ONLY, True
+    try:
+        yield
+    finally:
+        _XLA_ATTENTION_ONLY = before
+
+
 def jax_attention_implementation(dtype: Any) -> str | None:
     """``implementation=`` for ``jax.nn.dot_product_attention``: cuDNN's fused kernel where it exists (Lab 02).
 
@@ -226,7 +246,9 @@ def jax_attention_implementation(dtype: Any) -> str | None:
     import jax
     import jax.numpy as jnp
 
-    if jax.default_backend() != "gpu" or jnp.dtype(dtype) not in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16)):
+    if _XLA_ATTENTION_ONLY or jax.default_backend() != "gpu":
+        return None
+    if jnp.dtype(dtype) not in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16)):
         return None
     cc = getattr(jax.devices()[0], "compute_capability", "0")
     try:

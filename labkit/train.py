@@ -95,6 +95,7 @@ class JaxTrainer:
             return optax.apply_updates(params, updates), opt_state, loss
 
         self.loss_fn = loss_fn  # pure (params, x, y) -> loss: for forward/backward timing splits
+        self._step = step  # the un-jitted step, re-traced by lower(xla_attention=True)
         # Donating params/opt_state lets XLA update the weights in place (no second copy).
         self.step_fn = jax.jit(step, donate_argnums=(0, 1) if donate else ())
 
@@ -117,9 +118,22 @@ class JaxTrainer:
         self.params, self.opt_state, loss = self.step_fn(self.params, self.opt_state, x, y)
         return loss  # a jax.Array: not waited on, so a timer must block_until_ready
 
-    def lower(self, x: Any, y: Any) -> Any:
-        """The step lowered for these input shapes: ``.compile().cost_analysis()`` (Lab 02)."""
-        return self.step_fn.lower(self.params, self.opt_state, x, y)
+    def lower(self, x: Any, y: Any, xla_attention: bool = False) -> Any:
+        """The step lowered for these input shapes: ``.compile().cost_analysis()`` (Lab 02).
+
+        ``xla_attention=True`` re-traces the same step with XLA's attention instead of cuDNN's
+        fused kernel (Ampere+ GPUs in bf16/fp16; elsewhere nothing changes), so that FLOP
+        counting sees the attention matmuls as HLO dots. It compiles a second program.
+        """
+        import jax
+
+        if not xla_attention:
+            return self.step_fn.lower(self.params, self.opt_state, x, y)
+        from labkit import device
+
+        step = self._step
+        with device.xla_attention():  # a new function object: a fresh trace, not jit's cached one
+            return jax.jit(lambda *a: step(*a)).lower(self.params, self.opt_state, x, y)
 
     def model(self) -> Any:
         """The current weights as a FlaxGPT; shares arrays the next step donates, so use it before stepping (Lab 02)."""

@@ -56,6 +56,55 @@ def test_without_sync_the_timer_would_lie(monkeypatch: pytest.MonkeyPatch) -> No
     assert t.median_s == 1.0  # only the queueing time: what a missing sync measures
 
 
+class QueueingDevice:
+    """A fake accelerator: a call queues 1 s of work (and costs 0.1 s to queue); sync waits it out."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock, self.queued, self.calls = clock, 0.0, []
+
+    def fn(self, x: int) -> str:
+        self.calls.append(x)
+        self.clock.t += 0.1
+        self.queued += 1.0
+        return "pending"
+
+    def sync(self, x: object) -> None:
+        self.clock.t += self.queued + 0.05  # the queued work, plus a 0.05 s round trip
+        self.queued = 0.0
+
+
+def test_back_to_back_calls_time_throughput_and_alternate_fresh_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(bench.time, "perf_counter", clock)
+    dev = QueueingDevice(clock)
+    made: list[int] = []
+    make = lambda i: (made.append(i), (i,))[1]  # noqa: E731
+    one = bench.time_fn(dev.fn, make, sync=dev.sync, warmup=1, repeats=2, calls=1)
+    assert one.times_s == pytest.approx((1.15, 1.15))  # queue + work + one round trip per call
+    made.clear()
+    dev.calls.clear()
+    many = bench.time_fn(dev.fn, make, sync=dev.sync, warmup=1, repeats=2, calls=5)
+    # 5 calls share one round trip: (5 x (0.1 + 1) + 0.05) / 5 per call
+    assert many.times_s == pytest.approx(((5 * 1.1 + 0.05) / 5,) * 2)
+    assert many.meta == {"calls": 5}
+    assert made == [0, 1, 2, 3, 4]  # warm-up, then two fresh input sets per repeat
+    assert dev.calls == [0, 1, 2, 1, 2, 1, 3, 4, 3, 4, 3]  # alternating within a repeat
+
+
+def test_calls_none_fills_the_minimum_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(bench.time, "perf_counter", clock)
+    dev = QueueingDevice(clock)
+    t = bench.time_fn(dev.fn, lambda i: (i,), sync=dev.sync, warmup=0, repeats=1, calls=None)
+    assert t.meta["calls"] == 1  # one call (1.15 s) already outlasts MIN_WINDOW_S
+    monkeypatch.setattr(bench, "MIN_WINDOW_S", 5.0)
+    t = bench.time_fn(dev.fn, lambda i: (i,), sync=dev.sync, warmup=0, repeats=1, calls=None)
+    assert t.meta["calls"] == 5  # ceil(5.0 / 1.15)
+    monkeypatch.setattr(bench, "MIN_WINDOW_S", 1e6)
+    t = bench.time_fn(dev.fn, lambda i: (i,), sync=dev.sync, warmup=0, repeats=1, calls=None)
+    assert t.meta["calls"] == bench.MAX_CALLS
+
+
 def test_timing_statistics_match_numpy() -> None:
     times = (3.0, 1.0, 2.0, 10.0, 4.0, 2.5)
     t = bench.Timing(times, warmup=0)
@@ -70,6 +119,8 @@ def test_timing_statistics_match_numpy() -> None:
 def test_bad_repeat_counts() -> None:
     with pytest.raises(ValueError, match="repeats >= 1"):
         bench.time_fn(lambda: None, sync=lambda x: None, repeats=0)
+    with pytest.raises(ValueError, match="calls >= 1"):
+        bench.time_fn(lambda: None, sync=lambda x: None, calls=0)
 
 
 def test_time_jax_and_torch_really_run() -> None:
