@@ -126,7 +126,7 @@ def main() -> None:
                   "n_params_matmul": flops.param_count(cfg, "matmul")},
         "batch": batch, "seq": seq, "dtype": dtype, "flops_variant": "palm",
         "flops_per_token": flops.flops_per_token(cfg, seq, "palm"), "flops_per_step": fps,
-        "xla_matmul_flops_per_step": xla.matmul_flops, "xla_all_ops_flops_per_step": xla.flops_total,
+        "xla_matmul_flops_per_step": xla.matmul_flops, "xla_all_ops_flops_per_step": xla.flops_program,
         "peaks": {k: {"tflops": p.flops / 1e12, "label": p.label()} for k, p in peaks.items()},
         "jax": {**res_jax, "mode": "jax.jit (Flax NNX, optax AdamW)", "first_step_s": jax_compile_s},
         "torch": {**res_torch, "mode": "torch.compile" if compile_torch else "eager (torch.compile skipped on CPU)",

@@ -110,6 +110,27 @@ def test_xla_matmul_count_equals_analytic(xla: flops.XlaCount) -> None:
     # cost_analysis counts every op (LayerNorm, GELU, softmax, AdamW) on top of the matmuls; for this
     # tiny model (d_model 32) those add about 15%, less as d_model grows.
     assert xla.n_devices == 1 and analytic <= xla.flops_total <= 1.3 * analytic
+    # Before optimisation the same ops are counted (every backend: dots are still dots); CPU keeps
+    # its dots, so both counts agree here and the compiled program calls no matmul library.
+    assert analytic <= xla.flops_program <= 1.3 * analytic
+    assert abs(xla.flops_program / xla.flops_total - 1) < 0.05
+    assert not any("gemm" in c or "matmul" in c for c in xla.library_calls), xla.library_calls
+
+
+def test_program_flops_counts_the_matmul_and_the_elementwise_work() -> None:
+    a, w = jnp.ones((64, 128)), jnp.ones((128, 256))
+    lowered = jax.jit(lambda a, w: jax.nn.relu(a @ w)).lower(a, w)
+    counted = flops.program_flops(lowered)
+    assert counted is not None and counted >= 2 * 64 * 128 * 256  # the dot, plus one max per output
+    assert counted <= 2 * 64 * 128 * 256 + 4 * 64 * 256
+
+
+def test_library_calls_are_read_from_hlo_text() -> None:
+    hlo = ('%c = f32[8,8] custom-call(%a, %b), custom_call_target="__cublas$gemm"\n'
+           '%d = f32[8,8] custom-call(%c), custom_call_target="__cudnn$fmhaSoftmax"\n'
+           '%e = f32[8,8] custom-call(%c, %b), custom_call_target="__cublas$gemm"')
+    assert flops.library_calls(hlo) == ("__cublas$gemm", "__cudnn$fmhaSoftmax")
+    assert flops.library_calls("%x = f32[2] add(%a, %b)") == ()
 
 
 def test_torch_count_and_the_sdpa_blind_spot() -> None:
