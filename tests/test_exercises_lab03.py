@@ -146,3 +146,19 @@ def test_cases_cover_every_rule() -> None:
     specs = lab03.MATMUL_CASES
     assert len(specs) == len(set(specs)) >= 6
     assert CheckFailed is not None  # stop mode's exception, imported for the suite's readers
+
+
+def test_mlp64_is_the_float64_mlp() -> None:
+    """The check's reference is numpy float64, never a device matmul (TF32 on a GPU by default)."""
+    import jax
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    x, w1, w2 = (rng.standard_normal(lab03.MLP_SHAPES[k]) * (0.2 if k != "x" else 1.0) for k in ("x", "w1", "w2"))
+    ref = lab03.mlp64(x, w1, w2)
+    assert ref.dtype == np.float64 and ref.shape == (16, 32)
+    with jax.default_matmul_precision("highest"):
+        got = np.asarray(lab03.mlp(*(a.astype(np.float32) for a in (x, w1, w2))))
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    # And gelu really is the tanh approximation: at h = 1 it is 0.841192 (erf GELU: 0.841345).
+    assert abs(lab03.mlp64(np.ones((1, 1)), np.ones((1, 1)), np.ones((1, 1)))[0, 0] - 0.841192) < 1e-6

@@ -107,6 +107,14 @@ def mlp(x: Any, w1: Any, w2: Any) -> Any:
     return jax.nn.gelu(x @ w1, approximate=True) @ w2
 
 
+def mlp64(x: np.ndarray, w1: np.ndarray, w2: np.ndarray) -> np.ndarray:
+    """(Lab 03) The same MLP in float64 numpy: the reference no device's matmul precision touches."""
+    x, w1, w2 = (np.asarray(a, np.float64) for a in (x, w1, w2))
+    h = x @ w1  # (batch, d_ff)
+    h = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))  # tanh GELU, as jax's
+    return h @ w2  # (batch, d)
+
+
 def compile_mlp(layout: dict[str, tuple], mesh: Any = None) -> tuple[list[C.Collective], np.ndarray, np.ndarray]:
     """(Lab 03) Compile the MLP with weights laid out as ``layout`` on an 8-device "model" mesh.
 
@@ -125,7 +133,9 @@ def compile_mlp(layout: dict[str, tuple], mesh: Any = None) -> tuple[list[C.Coll
     f = jax.jit(mlp, in_shardings=(rep, sh["w1"], sh["w2"]), out_shardings=rep)
     with jax.default_matmul_precision("highest"):
         compiled = f.lower(x, w1, w2).compile()
-    ref = np.asarray(mlp(x.astype(np.float64), w1.astype(np.float64), w2.astype(np.float64)))
+    # Not mlp(): with x64 off JAX would compute it in float32 on the default device -- a GPU's
+    # DEFAULT precision is TF32, 1e-3 off, which once failed the correct answer on an H100.
+    ref = mlp64(x, w1, w2)
     return C.collectives(compiled), np.asarray(compiled(x, w1, w2)), ref
 
 
