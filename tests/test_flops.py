@@ -170,3 +170,17 @@ print(c.flops_per_device, c.n_devices, c.matmul_flops, c.flops_total)
     whole = 2 * 64 * 32 * 16
     assert float(per_device) == whole / 2 and int(n) == 2  # each device does half the rows
     assert int(matmul) == whole and float(total) == whole  # HLO dots are pre-partition: the whole program
+
+
+def test_program_flops_falls_back_to_the_cpu_client_where_the_backend_cannot_say() -> None:
+    """CUDA/TPU plugins raise NotImplementedError from Lowered.cost_analysis: same count via the CPU."""
+    lowered = jax.jit(lambda a, w: jax.nn.gelu(a @ w)).lower(jnp.ones((64, 128)), jnp.ones((128, 256)))
+
+    class PluginLowered:  # what a GPU runtime's Lowered looks like to program_flops
+        def cost_analysis(self) -> None:
+            raise NotImplementedError("Lowered.cost_analysis not implemented on platform 'cuda'")
+
+        def compiler_ir(self, dialect: str) -> object:
+            return lowered.compiler_ir(dialect)
+
+    assert flops.program_flops(PluginLowered()) == flops.program_flops(lowered) >= 2 * 64 * 128 * 256
