@@ -4,6 +4,8 @@ Not a test (timings depend on the machine). Run it on the GPU you want to measur
 
     .venv/bin/python benchmarks/bench_shapes.py                 # this GPU, bf16 (fp16 where no bf16)
     .venv/bin/python benchmarks/bench_shapes.py --profile smoke  # CPU-sized: checks the script works
+    .venv/bin/python benchmarks/bench_shapes.py --rescore benchmarks/<device>/shapes.json
+                                                  # today's model beside a committed measurement
 
 Four sweeps, all through torch.matmul (cuBLAS) with Lab 00's timing (warm-up, sync, fresh inputs,
 median): batch M with N = K = base; N and K around tile edges with the other two at base; and
@@ -96,13 +98,56 @@ def plot(sweeps: dict[str, list[dict[str, Any]]], chip: str, dtype: str, path: P
     fig.savefig(path, dpi=110)
 
 
+def predicted_fields(m: int, n: int, k: int, spec: Any, dtype: str) -> dict[str, Any]:
+    """(Lab 01) The model's columns of one sweep row."""
+    pred = simt.predict(m, n, k, spec, dtype)
+    return {"predicted_s": pred.predicted_time_s, "predicted_tflops": pred.predicted_tflops,
+            "predicted_fraction": pred.fraction_of_peak, "bound": pred.bound, "waves": pred.waves,
+            "wave_efficiency": pred.wave_efficiency, "padding_efficiency": pred.padding_efficiency,
+            "aligned": pred.aligned}
+
+
+def rescore(path: Path, out: Path | None) -> None:
+    """Re-predict a committed measurement with today's labkit.simt; measured columns unchanged."""
+    result = json.loads(path.read_text())
+    if result.get("benchmark") != "shapes" or "sweeps" not in result:
+        raise SystemExit(f"{path} is not a bench_shapes.py result (no 'sweeps'); pass its shapes.json")
+    spec = hardware.lookup(result["modelled_chip"])
+    if spec is None:
+        raise SystemExit(f"labkit.hardware no longer knows {result['modelled_chip']!r}")
+    for rows in result["sweeps"].values():
+        for r in rows:
+            r.update(predicted_fields(r["M"], r["N"], r["K"], spec, result["dtype"]))
+    result["errors"] = {name: summarize(rows) for name, rows in result["sweeps"].items()}
+    result["errors"]["all"] = summarize([r for rows in result["sweeps"].values() for r in rows])
+    result["tiling"] = str(simt.default_tiling(spec, result["dtype"]))
+    result["model_rescored"] = {"date": time.strftime("%Y-%m-%d"),
+                                "unaligned_efficiency": simt.UNALIGNED_EFFICIENCY}
+    out = out or path
+    out.write_text(json.dumps(result, indent=2))
+    plot(result["sweeps"], spec.name, result["dtype"], out.with_suffix(".png"))
+    report(result["errors"])
+    print(f"wrote {out}")
+
+
+def report(errors: dict[str, dict[str, float]]) -> None:
+    """Print the model's error per sweep."""
+    for name, e in errors.items():
+        print(f"{name:>8}: |measured - model| mean {e['mean_abs_error_pts']:.1f} pts (max {e['max_abs_error_pts']:.1f}); "
+              f"shape error mean {e['mean_shape_error_pts']:.1f} pts (max {e['max_shape_error_pts']:.1f}); "
+              f"median predicted/measured time {e['median_predicted_over_measured_time']:.2f}")
+
+
 def main() -> None:
     """Measure the sweeps on this device's torch and write them beside the model's prediction."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--profile", choices=list(PROFILES), default="full")
     ap.add_argument("--chip", help="spec-table chip to model (default: this GPU; on a CPU: NVIDIA H100 SXM)")
     ap.add_argument("--out", type=Path, help="JSON path (default benchmarks/results/shapes_<device>_<host>.json)")
+    ap.add_argument("--rescore", type=Path, help="a committed shapes.json: re-predict it, measure nothing")
     args = ap.parse_args()
+    if args.rescore:
+        return rescore(args.rescore, args.out)
     p = PROFILES[args.profile]
     rt = device.detect()
     tdev = device.torch_device()
@@ -122,15 +167,11 @@ def main() -> None:
         rows = []
         for m, n, k in shp:
             pt = roofline.matmul_torch(m, n, k, measure_dtype, tdev, p["repeats"])
-            pred = simt.predict(m, n, k, spec, dtype)
             rows.append({"M": m, "N": n, "K": k, "measured_s": pt.timing.median_s, "measured_tflops": pt.flops_per_s / 1e12,
-                         "measured_fraction": pt.flops_per_s / peak,
-                         "predicted_s": pred.predicted_time_s, "predicted_tflops": pred.predicted_tflops,
-                         "predicted_fraction": pred.fraction_of_peak, "bound": pred.bound,
-                         "waves": pred.waves, "wave_efficiency": pred.wave_efficiency,
-                         "padding_efficiency": pred.padding_efficiency})
-            print(f"{name:>8} {m:>5}x{n:>5}x{k:>5}: measured {rows[-1]['measured_fraction']:6.1%}  "
-                  f"model {pred.fraction_of_peak:6.1%} ({pred.bound}, {pred.waves} waves)", flush=True)
+                         "measured_fraction": pt.flops_per_s / peak, **predicted_fields(m, n, k, spec, dtype)})
+            r = rows[-1]
+            print(f"{name:>8} {m:>5}x{n:>5}x{k:>5}: measured {r['measured_fraction']:6.1%}  "
+                  f"model {r['predicted_fraction']:6.1%} ({r['bound']}, {r['waves']} waves)", flush=True)
         sweeps[name] = rows
     errors = {name: summarize(rows) for name, rows in sweeps.items()}
     errors["all"] = summarize([r for rows in sweeps.values() for r in rows])
@@ -144,10 +185,7 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     plot(sweeps, spec.name, dtype, out.with_suffix(".png"))
-    for name, e in errors.items():
-        print(f"{name:>8}: |measured - model| mean {e['mean_abs_error_pts']:.1f} pts (max {e['max_abs_error_pts']:.1f}); "
-              f"shape error mean {e['mean_shape_error_pts']:.1f} pts (max {e['max_shape_error_pts']:.1f}); "
-              f"median predicted/measured time {e['median_predicted_over_measured_time']:.2f}")
+    report(errors)
     print(f"wrote {out}")
 
 

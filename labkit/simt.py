@@ -14,7 +14,12 @@ fraction of peak from the shape alone. Its assumptions, all optimistic unless no
 - memory: A and B come from DRAM once (perfect L2 reuse) and C is written once; with
   perfect_l2=False each tile reads its own strips of A and B (no reuse across blocks);
   no L2 bandwidth limit; compute and memory overlap perfectly (roofline: the slower wins);
-- blocks_per_sm is given, not derived from registers or shared memory; no launch latency.
+- blocks_per_sm is given, not derived from registers or shared memory; no launch latency;
+- alignment (pessimistic, measured): cuBLAS's tensor-core kernels load rows of A (K elements)
+  and B and C (N elements) in 16-byte vectors (TMA on Hopper). When K or N is not a multiple of
+  16 bytes (8 bf16 elements), cuBLAS falls back to kernels that ran at UNALIGNED_EFFICIENCY of the
+  aligned speed on an H100 (benchmarks/nvidia-h100-80gb-hbm3/shapes.json: 4097 vs 4096). The
+  factor is that one measurement, assumed for every GPU; M needs no alignment.
 
 For TPUs (a systolic matrix unit, no SMs) use labkit.systolic instead.
 """
@@ -27,6 +32,10 @@ from typing import Any, Mapping, Sequence
 # Bytes per element of A and B, and of C (fp8 GEMMs write bf16, int8 GEMMs write int32).
 _IN_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 _OUT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "int8": 4}
+ALIGN_BYTES = 16  # bytes: the row alignment cuBLAS's vectorised (tensor-core) loads need
+# Unaligned / aligned speed: median (0.200) over the 14 (2^k + 1, 2^k) pairs of N, K and square sizes
+# measured with torch bf16 on an H100 80GB HBM3 (bench_shapes.py, 2026-11-22); range 0.13-0.34.
+UNALIGNED_EFFICIENCY = 0.2
 
 
 def _check_positive(**sizes: int) -> None:
@@ -124,6 +133,7 @@ class SimtPrediction:
     waves: int                   # ceil(tiles / (sm_count * blocks_per_sm))
     wave_efficiency: float       # tiles / (waves * sm_count * blocks_per_sm)
     padding_efficiency: float    # M*N*K / (padded M * padded N * padded K)
+    aligned: bool                # K and N rows are whole 16-byte vectors (see ALIGN_BYTES)
     arithmetic_intensity: float  # FLOP / DRAM byte
     compute_time_s: float        # s, tensor cores busy on padded tiles, whole waves
     memory_time_s: float         # s, DRAM bytes / bandwidth
@@ -131,6 +141,12 @@ class SimtPrediction:
     fraction_of_peak: float      # useful FLOP/s over the dtype's spec peak, in (0, 1]
     predicted_tflops: float      # useful TFLOP/s
     bound: str                   # "compute" or "memory"
+
+
+def is_aligned(N: int, K: int, dtype: str = "bf16") -> bool:
+    """(Lab 01) Whether rows of K and N elements of ``dtype`` are whole 16-byte vectors."""
+    _check_dtype(dtype)
+    return (N * _IN_BYTES[dtype]) % ALIGN_BYTES == 0 and (K * _IN_BYTES[dtype]) % ALIGN_BYTES == 0
 
 
 def predict(M: int, N: int, K: int, chip: Any, dtype: str = "bf16",
@@ -158,6 +174,9 @@ def predict(M: int, N: int, K: int, chip: Any, dtype: str = "bf16",
     flops = 2 * M * N * K                    # useful FLOP (one multiply + one add per MAC)
     tile_flops = 2 * t.block_m * t.block_n * steps_k * t.block_k  # FLOP one padded tile does
     compute_s = waves * tile_flops / (peak / slots)  # each wave lasts one tile at 1/slots of peak
+    aligned = is_aligned(N, K, dtype)
+    if not aligned:
+        compute_s /= UNALIGNED_EFFICIENCY  # cuBLAS's slower unaligned kernels
     a_reads, b_reads = (1, 1) if perfect_l2 else (tiles_n, tiles_m)  # times A, B leave DRAM
     nbytes = ((a_reads * M * K + b_reads * K * N) * _IN_BYTES[dtype]
               + M * N * _OUT_BYTES[dtype])   # bytes
@@ -166,7 +185,7 @@ def predict(M: int, N: int, K: int, chip: Any, dtype: str = "bf16",
     return SimtPrediction(
         M, N, K, spec.name, dtype, t, tiles, waves,
         wave_efficiency=tiles / (waves * slots),
-        padding_efficiency=flops / (tiles * tile_flops),
+        padding_efficiency=flops / (tiles * tile_flops), aligned=aligned,
         arithmetic_intensity=flops / nbytes,
         compute_time_s=compute_s, memory_time_s=memory_s, predicted_time_s=time_s,
         fraction_of_peak=flops / (time_s * peak), predicted_tflops=flops / time_s / 1e12,

@@ -59,10 +59,29 @@ def test_padding_efficiency_is_one_at_multiples_and_drops_at_plus_one():
 
 
 def test_compute_bound_fraction_is_wave_times_padding_efficiency():
-    p = predict(1000, 700, BIG_K, CHIP, tiling=TILE)
-    assert p.bound == "compute"
+    p = predict(1000, 704, BIG_K, CHIP, tiling=TILE)
+    assert p.bound == "compute" and p.aligned
     assert p.fraction_of_peak == pytest.approx(p.wave_efficiency * p.padding_efficiency)
     assert p.predicted_tflops == pytest.approx(p.fraction_of_peak * 100.0)
+    # N = 700 bf16 elements = 1400 bytes: not whole 16-byte vectors -> cuBLAS's unaligned kernels.
+    q = predict(1000, 700, BIG_K, CHIP, tiling=TILE)
+    assert not q.aligned
+    assert q.fraction_of_peak == pytest.approx(
+        q.wave_efficiency * q.padding_efficiency * simt.UNALIGNED_EFFICIENCY)
+
+
+def test_alignment_needs_n_and_k_in_16_byte_rows_not_m():
+    assert simt.is_aligned(4096, 4096, "bf16") and simt.is_aligned(8, 8, "bf16")
+    assert not simt.is_aligned(4097, 4096, "bf16") and not simt.is_aligned(4096, 4097, "bf16")
+    assert simt.is_aligned(4, 4, "fp32") and not simt.is_aligned(4, 2, "fp32")  # 4 x 4 B = 16 B
+    assert simt.is_aligned(16, 16, "fp8") and not simt.is_aligned(8, 16, "fp8")
+    h100 = "NVIDIA H100 SXM"
+    odd_m = predict(4097, 4096, 4096, h100)
+    assert odd_m.aligned and odd_m.fraction_of_peak > 0.7  # M only adds a row of tiles
+    for p in (predict(4096, 4097, 4096, h100), predict(4096, 4096, 4097, h100)):
+        assert not p.aligned and p.fraction_of_peak < 0.25  # measured on an H100: 0.13-0.14
+    with pytest.raises(ValueError, match="dtype"):
+        simt.is_aligned(8, 8, "fp64")
 
 
 def test_memory_bound_roofline_term():
