@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import socket
 import time
 from dataclasses import asdict
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import labkit
+from _results import default_path
 from labkit import bench, data, flops, mfu, roofline, versions
 from labkit.models import TorchGPT, flat_params_numpy, get_config, load_flat_params, n_params, torch_to_flax
 
@@ -32,10 +32,6 @@ PROFILES = {  # model, batch (sequences), timed repeats, matmul sizes for the me
     "smoke": dict(model="test", overrides={"d_model": 64, "seq_len": 64}, batch=8, repeats=5, sizes=(512,)),
 }
 
-
-def slug(text: str) -> str:
-    """(Lab 02) A file-name-safe lower-case slug, e.g. "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3"."""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "unknown"
 
 
 def _timing(t: bench.Timing, flops_per_step: float, tokens: int, peaks: dict[str, mfu.Peak]) -> dict[str, Any]:
@@ -133,7 +129,7 @@ def main() -> None:
                   "first_step_s": torch_compile_s},
         "goals": goal,
     }
-    out = args.out or Path(__file__).parent / "results" / f"mfu_{slug(rt.chip)}_{slug(socket.gethostname())}.json"
+    out = args.out or default_path("mfu", rt.chip)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     for fw, r in (("jax", res_jax), ("torch", res_torch)):

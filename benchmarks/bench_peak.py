@@ -16,20 +16,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import socket
 import time
 from pathlib import Path
 
+from _results import default_path
 from labkit import device, roofline, versions
 
 GOAL = 0.90
 PROFILES = {"full": dict(sizes=(2048, 4096, 8192), repeats=20), "smoke": dict(sizes=(256, 512), repeats=5)}
 
-
-def slug(text: str) -> str:
-    """(Lab 00) File-name-safe slug of a chip name."""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "unknown"
 
 
 def torch_reference(n: int, dtype: str, tdev: object) -> float:
@@ -73,7 +69,7 @@ def main() -> None:
         "reference_best_tflops": ref_best / 1e12,
         "lab00_over_reference": best_lab / ref_best, "goal": GOAL, "meets_goal": best_lab / ref_best >= GOAL,
     }
-    out = args.out or Path(__file__).parent / "results" / f"peak_{slug(rt.chip)}_{slug(socket.gethostname())}.json"
+    out = args.out or default_path("peak", rt.chip)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     print(json.dumps({k: result[k] for k in ("device", "dtype", "lab00_best_tflops", "reference_best_tflops",

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import socket
 import time
 from dataclasses import asdict
 from pathlib import Path
 
 import labkit
+from _results import default_path
 from labkit import export, export_hlo, serve, versions
 from labkit.models import FlaxGPT, flax_to_torch, flat_params_numpy, get_config
 
@@ -35,10 +35,6 @@ PROFILES = {  # model, batch sizes, prompt and generated tokens, timed generatio
                   prompt=16, new=16, repeats=3),
 }
 
-
-def slug(text: str) -> str:
-    """(Lab 05) A file-name-safe lower-case slug, e.g. "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3"."""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "unknown"
 
 
 def main() -> None:
@@ -116,7 +112,7 @@ def main() -> None:
         "torch_threads": torch.get_num_threads(), "build_s": build_s,
         "results": [s.row() for s in stats], "goal": goal,
     }
-    out = args.out or Path(__file__).parent / "results" / f"serve_{slug(rt.chip)}_{slug(socket.gethostname())}.json"
+    out = args.out or default_path("serve", rt.chip)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")

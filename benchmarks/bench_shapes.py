@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from _results import default_path
 from labkit import device, hardware, roofline, simt, versions
 
 PROFILES = {
@@ -41,10 +42,6 @@ PROFILES = {
     "smoke": dict(base=256, repeats=3, batch=(1, 16, 256), edge=(128, 129, 256), square=(128, 256)),
 }
 
-
-def slug(text: str) -> str:
-    """(Lab 01) File-name-safe slug of a chip name."""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "unknown"
 
 
 def shapes(p: dict[str, Any]) -> dict[str, list[tuple[int, int, int]]]:
@@ -181,7 +178,7 @@ def main() -> None:
         "measured_dtype": measure_dtype, "spec_peak_tflops": peak / 1e12, "tiling": str(simt.default_tiling(spec, dtype)),
         "host": socket.gethostname(), "versions": versions.collect(), "sweeps": sweeps, "errors": errors,
     }
-    out = args.out or Path(__file__).parent / "results" / f"shapes_{slug(rt.chip)}_{slug(socket.gethostname())}.json"
+    out = args.out or default_path("shapes", rt.chip)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     plot(sweeps, spec.name, dtype, out.with_suffix(".png"))

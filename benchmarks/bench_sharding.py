@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import socket
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 
 import labkit
+from _results import default_path
 from labkit import collectives as coll
 from labkit import versions
 
@@ -36,10 +36,6 @@ PROFILES = {  # the lab's two sizes (labs/03_gspmd_sharding.ipynb, Sizes)
 }
 SWEEP_BYTES = [2**k for k in range(10, 25, 2)]  # all-reduce sizes for the link fit: 1 KiB .. 16 MiB
 
-
-def slug(text: str) -> str:
-    """(Lab 03) A file-name-safe lower-case slug of a device or host name."""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "unknown"
 
 
 def _replay_fn(kind: str, n: int, devices: list, contiguous: bool) -> tuple[Any, Any]:
@@ -143,7 +139,7 @@ def main() -> None:
                  "comm = ring model with the link fitted on an all-reduce sweep; on simulated CPU devices "
                  "the 'link' is memory copies between threads sharing the machine's cores",
     }
-    out = args.out or Path(__file__).parent / "results" / f"sharding_{slug(devices[0].platform if devices[0].platform == 'cpu' else rt.chip)}_{slug(socket.gethostname())}.json"
+    out = args.out or default_path("sharding", devices[0].platform if devices[0].platform == 'cpu' else rt.chip)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
     print(f"wrote {out}")
