@@ -64,11 +64,7 @@ def ddp_step(cfg: GPTConfig, params: dict[str, np.ndarray], x: np.ndarray, y: np
     opt.step()
     total = loss.detach().clone()
     dist.all_reduce(total)  # equal shards: the mean of the rank means is the global mean
-    flat = torch_flat_params(model)
-    # DDP's reducer holds gloo work objects; drop them while every rank is still connected,
-    # or a rank can abort at exit ("terminate called without an active exception").
-    del ddp, opt, loss
-    return float(total) / world, flat
+    return float(total) / world, torch_flat_params(model)
 
 
 def ddp_main(argv: list[str]) -> int:
