@@ -136,7 +136,10 @@ def gpt_loss(params: Params, x: Any, y: Any, cfg: GPTConfig) -> Any:
     return -jnp.take_along_axis(logp, y[..., None].astype(jnp.int32), axis=-1).mean()
 
 
-def make_optimizer(lr: float = 1e-3) -> Any:
+LR = 1e-3  # Adam learning rate of the course's one-step comparisons: its first step moves a weight by ~lr
+
+
+def make_optimizer(lr: float = LR) -> Any:
     """Adam: two fp32 moments per parameter, the optimizer state FSDP shards (Lab 03)."""
     import optax
 
@@ -185,7 +188,7 @@ class ShardedStep:
         return lowered.compile(FAST_COMPILE) if fast else lowered.compile()
 
 
-def build_step(cfg: GPTConfig, strategy: str = "dp", mesh: Any = None, lr: float = 1e-3,
+def build_step(cfg: GPTConfig, strategy: str = "dp", mesh: Any = None, lr: float = LR,
                model: int | None = None, device: Any = None) -> ShardedStep:
     """The GPT train step for ``strategy`` ("single": unsharded, on ``device``) (Lab 03).
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from labkit.models import GPTConfig
+from labkit.sharded_train import LR
 
 
 def torchrun_cmd(nproc: int, port: int, *worker_args: str) -> list[str]:
@@ -35,7 +36,7 @@ def torchrun_cmd(nproc: int, port: int, *worker_args: str) -> list[str]:
 
 
 def ddp_step(cfg: GPTConfig, params: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray,
-             lr: float = 1e-3) -> tuple[float, dict[str, np.ndarray]]:
+             lr: float = LR) -> tuple[float, dict[str, np.ndarray]]:
     """(Lab 03) One DDP Adam step of TorchGPT on this rank's slice of the global batch (gloo).
 
     Needs an initialised process group. Returns (global mean loss, canonical new weights).
