@@ -168,18 +168,18 @@ def test_confirm_merges_times_by_minimum_and_counts_the_first_measurement() -> N
         bench.confirm(lambda: (1.0,), lambda v: False, first=(1.0, 2.0))
 
 
-def test_queue_and_run_separates_queueing_from_running() -> None:
-    import time as _t
+def test_queue_and_run_separates_queueing_from_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(bench.time, "perf_counter", clock)
+    # An asynchronous device: a call costs 0.1 s to queue 1 s of work; sync waits it out (+0.05 s).
+    dev = QueueingDevice(clock)
+    queued, done = bench.queue_and_run_s(lambda: dev.fn(0), dev.sync)
+    assert queued == pytest.approx(0.1) and done == pytest.approx(1.15)
+    # A synchronous device (torch on CPU): fn does the 1 s of work, the sync has nothing left.
+    def work() -> None:
+        clock.t += 1.0
 
-    # An asynchronous device: fn returns at once with a handle to work that is done 20 ms later.
-    def sync(handle: float | None) -> None:
-        if handle is not None:
-            _t.sleep(max(0.0, handle - _t.perf_counter()))
-
-    queued, done = bench.queue_and_run_s(lambda: _t.perf_counter() + 0.02, sync)
-    assert queued < 0.005 and done >= 0.019
-    # A synchronous device (torch on CPU): fn does the work, the sync has nothing left to wait for.
-    queued, done = bench.queue_and_run_s(lambda: _t.sleep(0.01), lambda out: None, warmup=0, repeats=2)
-    assert queued >= 0.01 and done - queued < 0.005
+    queued, done = bench.queue_and_run_s(work, lambda out: None, warmup=0, repeats=2)
+    assert queued == done == pytest.approx(1.0)
     with pytest.raises(ValueError, match="repeats"):
         bench.queue_and_run_s(lambda: None, lambda out: None, repeats=0)
