@@ -18,8 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from labkit import runner, versions
+from labkit.course import runner
 
+from labkit.runtime import versions
 # Smoke-profile targets on a 2-core CPU machine, seconds (from the issues).
 TARGETS_S = {
     "00_know_your_accelerator": 60,

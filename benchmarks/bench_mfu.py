@@ -6,9 +6,9 @@ Not a test (timings depend on the machine). Run it on the runtime you want to me
     .venv/bin/python benchmarks/bench_mfu.py --profile smoke  # a CPU-sized check that the script works
 
 Writes benchmarks/results/mfu_<device>_<host>.json: device, versions, model config, batch, step
-times, and MFU against the spec peak (labkit.hardware) and the measured matmul peak (Lab 00's
+times, and MFU against the spec peak (labkit.runtime.hardware) and the measured matmul peak (Lab 00's
 method). Goals (issue 4, H100/H200-class GPU): >= 45% MFU for Flax, >= 40% for torch.compile.
-FLOPs use the "palm" variant of labkit.flops (6N + 12LHQT, N = all parameters).
+FLOPs use the "palm" variant of labkit.measure.flops (6N + 12LHQT, N = all parameters).
 """
 
 from __future__ import annotations
@@ -23,8 +23,12 @@ from typing import Any
 
 import labkit
 from _results import default_path
-from labkit import bench, data, flops, mfu, roofline, versions
-from labkit.models import TorchGPT, flat_params_numpy, get_config, load_flat_params, n_params, torch_to_flax
+from labkit.measure import bench, flops, mfu, roofline
+from labkit.gpt import data
+from labkit.runtime import versions
+from labkit.gpt.torch_model import TorchGPT
+from labkit.gpt.convert import flat_params_numpy, load_flat_params, torch_to_flax
+from labkit.gpt.config import get_config, n_params
 
 GOALS = {"jax": 0.45, "torch": 0.40}  # MFU vs the spec bf16 peak on an H100/H200-class GPU (issue 4)
 PROFILES = {  # model, batch (sequences), timed repeats, matmul sizes for the measured peak
@@ -46,7 +50,7 @@ def main() -> None:
     """(Lab 02) Measure both frameworks' training step once and write the JSON result."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--profile", choices=list(PROFILES), default="full")
-    ap.add_argument("--model", help="labkit.models config name, e.g. gpt2-medium (default: the profile's)")
+    ap.add_argument("--model", help="labkit.gpt.config config name, e.g. gpt2-medium (default: the profile's)")
     ap.add_argument("--batch", type=int, help="sequences per step (default: the profile's)")
     ap.add_argument("--seq", type=int, help="tokens per sequence (default: the model's seq_len)")
     ap.add_argument("--torch-compile", choices=("auto", "on", "off"), default="auto",
@@ -58,8 +62,8 @@ def main() -> None:
     import jax
     import torch
 
-    from labkit import device
-    from labkit.train import JaxTrainer, OptConfig, TorchTrainer
+    from labkit.runtime import device
+    from labkit.gpt.train import JaxTrainer, OptConfig, TorchTrainer
 
     prof = PROFILES[args.profile]
     model_name = args.model or prof["model"]
@@ -72,7 +76,7 @@ def main() -> None:
         torch.set_num_threads(1)  # stable timings on a shared CPU (see Lab 02, section 2)
     print(f"{rt.chip}: {cfg}, batch {batch} x seq {seq}, {dtype}, torch {'compile' if compile_torch else 'eager'}")
 
-    # Peaks: spec (when the chip is in labkit.hardware) and measured (best large matmul, both frameworks).
+    # Peaks: spec (when the chip is in labkit.runtime.hardware) and measured (best large matmul, both frameworks).
     points = roofline.matmul_sweep("jax", prof["sizes"], dtype, repeats=5)
     if not (rt.platform != "cpu" and tdev.type == "cpu"):
         points += roofline.matmul_sweep("torch", prof["sizes"], dtype, repeats=5, device=tdev)

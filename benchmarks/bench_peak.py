@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 from _results import default_path
-from labkit import device, roofline, versions
+from labkit.runtime import device, versions
+from labkit.measure import roofline
 
 GOAL = 0.90
 PROFILES = {"full": dict(sizes=(2048, 4096, 8192), repeats=20), "smoke": dict(sizes=(256, 512), repeats=5)}

@@ -1,7 +1,7 @@
 """Benchmark (Lab 04): training step time and memory of the course GPT per precision.
 
 Not a test (timings flake on a busy machine). Runs the JAX and PyTorch loops of
-``labkit.precision_train`` in fp32 without TF32 ("fp32 highest": the honest fp32 baseline),
+``labkit.precision.train`` in fp32 without TF32 ("fp32 highest": the honest fp32 baseline),
 fp32 with TF32 allowed, bf16 (fp32 master weights) and fp16 with dynamic loss scaling, and
 writes benchmarks/results/precision_<device>_<host>.json with the device and library versions:
 
@@ -24,9 +24,10 @@ import time
 from pathlib import Path
 
 import labkit
-from labkit import hardware, precision_train, versions
-from labkit.data import ByteTokenizer, load_corpus
-from labkit.models import get_config, n_params
+from labkit.runtime import hardware, versions
+from labkit.precision import train as precision_train
+from labkit.gpt.data import ByteTokenizer, load_corpus
+from labkit.gpt.config import get_config, n_params
 
 # (model config, overrides, batch, steps): "full" is GPT-2-small shaped on bytes, large enough
 # for the matmuls to dominate on an H100; "smoke" is the tiny test model for a CPU.
@@ -64,7 +65,7 @@ def main() -> None:
     tokens = ByteTokenizer().encode(load_corpus())
     flat = precision_train.init_flat(cfg, seed=0)
 
-    from labkit.device import torch_device
+    from labkit.runtime.device import torch_device
 
     tdev = torch_device()
     torch_ok = not (rt.platform != "cpu" and tdev.type == "cpu")  # no torch-xla: skip torch on TPU

@@ -5,7 +5,7 @@ Not a test (timings depend on the machine). Run it on the runtime you want to me
     .venv/bin/python benchmarks/bench_serve.py                  # full profile: the "small" GPT
     .venv/bin/python benchmarks/bench_serve.py --profile smoke  # a CPU-sized check that the script works
 
-Paths (labkit.serve): torch eager, torch.compile (on CUDA; ``--torch-compile on`` elsewhere),
+Paths (labkit.export.serve): torch eager, torch.compile (on CUDA; ``--torch-compile on`` elsewhere),
 torch.export, JAX jit, and the StableHLO artifact (jax.export, deserialized) — all fp32, the
 same weights, greedy decoding. JAX runs on its default device, torch on CUDA if present else
 the CPU. Writes benchmarks/results/serve_<device>_<host>.json with device, versions, config and
@@ -24,8 +24,11 @@ from pathlib import Path
 
 import labkit
 from _results import default_path
-from labkit import export, export_hlo, serve, versions
-from labkit.models import FlaxGPT, flax_to_torch, flat_params_numpy, get_config
+from labkit.export import routes as export, stablehlo as export_hlo, serve
+from labkit.runtime import versions
+from labkit.gpt.flax_model import FlaxGPT
+from labkit.gpt.convert import flax_to_torch, flat_params_numpy
+from labkit.gpt.config import get_config
 
 GOAL = 0.80  # torch.compile tokens/s / JAX jit tokens/s at batch GOAL_BATCH on the same GPU (issue 7)
 GOAL_BATCH = 32
@@ -52,7 +55,7 @@ def main() -> None:
     import torch
     from flax import nnx
 
-    from labkit import device
+    from labkit.runtime import device
 
     prof = PROFILES[args.profile]
     cfg = get_config(prof["model"], **prof["overrides"])

@@ -1,4 +1,4 @@
-"""Benchmark (Lab 01): a GPU's measured matmul shape sweep beside labkit.simt's prediction.
+"""Benchmark (Lab 01): a GPU's measured matmul shape sweep beside labkit.matmul.simt's prediction.
 
 Not a test (timings depend on the machine). Run it on the GPU you want to measure:
 
@@ -10,7 +10,7 @@ Not a test (timings depend on the machine). Run it on the GPU you want to measur
 Four sweeps, all through torch.matmul (cuBLAS) with Lab 00's timing (warm-up, sync, fresh inputs,
 median): batch M with N = K = base; N and K around tile edges with the other two at base; and
 square n x n x n across wave boundaries. Each point is set beside ``simt.predict`` for this chip
-(from labkit.hardware) and the error is stated two ways:
+(from labkit.runtime.hardware) and the error is stated two ways:
 
 - absolute: measured fraction of the spec peak minus the predicted one (percentage points);
 - shape: each curve over its own best point, as Lab 01 plots it (what the model is for: *which*
@@ -32,7 +32,9 @@ from typing import Any
 import numpy as np
 
 from _results import default_path
-from labkit import device, hardware, roofline, simt, versions
+from labkit.runtime import device, hardware, versions
+from labkit.measure import roofline
+from labkit.matmul import simt
 
 PROFILES = {
     "full": dict(base=4096, repeats=10,
@@ -83,7 +85,7 @@ def plot(sweeps: dict[str, list[dict[str, Any]]], chip: str, dtype: str, path: P
         key = {"batch M": "M", "N": "N", "K": "K", "square": "M"}[name]
         xs = [r[key] for r in rows]
         ax.plot(xs, [r["measured_fraction"] for r in rows], "o-", label="measured (torch/cuBLAS)")
-        ax.plot(xs, [r["predicted_fraction"] for r in rows], "s--", label="labkit.simt")
+        ax.plot(xs, [r["predicted_fraction"] for r in rows], "s--", label="labkit.matmul.simt")
         ax.set_xscale("log", base=2)
         ax.set_title(f"vary {name}")
         ax.set_xlabel(key)
@@ -105,13 +107,13 @@ def predicted_fields(m: int, n: int, k: int, spec: Any, dtype: str) -> dict[str,
 
 
 def rescore(path: Path, out: Path | None) -> None:
-    """Re-predict a committed measurement with today's labkit.simt; measured columns unchanged."""
+    """Re-predict a committed measurement with today's labkit.matmul.simt; measured columns unchanged."""
     result = json.loads(path.read_text())
     if result.get("benchmark") != "shapes" or "sweeps" not in result:
         raise SystemExit(f"{path} is not a bench_shapes.py result (no 'sweeps'); pass its shapes.json")
     spec = hardware.lookup(result["modelled_chip"])
     if spec is None:
-        raise SystemExit(f"labkit.hardware no longer knows {result['modelled_chip']!r}")
+        raise SystemExit(f"labkit.runtime.hardware no longer knows {result['modelled_chip']!r}")
     for rows in result["sweeps"].values():
         for r in rows:
             r.update(predicted_fields(r["M"], r["N"], r["K"], spec, result["dtype"]))
@@ -154,8 +156,8 @@ def main() -> None:
     chip_name = args.chip or (rt.chip if rt.platform == "gpu" else "NVIDIA H100 SXM")
     spec = hardware.lookup(chip_name)
     if spec is None or not spec.sm_count:
-        raise SystemExit(f"labkit.hardware has no GPU entry for {chip_name!r}; pass --chip with a "
-                         "name from labkit.hardware (e.g. 'NVIDIA H100 SXM')")
+        raise SystemExit(f"labkit.runtime.hardware has no GPU entry for {chip_name!r}; pass --chip with a "
+                         "name from labkit.runtime.hardware (e.g. 'NVIDIA H100 SXM')")
     dtype = "bf16" if spec.peak("bf16") and rt.bf16 else "fp16"
     measure_dtype = dtype if rt.platform == "gpu" else "fp32"  # CPU bf16 is emulated: smoke only
     peak = spec.peak(dtype)

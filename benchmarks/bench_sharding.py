@@ -6,7 +6,7 @@ Not a test (timings depend on the machine). Run it on the runtime you want to me
     .venv/bin/python benchmarks/bench_sharding.py --profile full   # the lab's full-profile GPT
 
 For each strategy (dp, fsdp, tp, dp_tp) it compiles the GPT step on the 8-device mesh of
-``labkit.sharding.mesh_devices`` and records: the measured step time; the collectives table;
+``labkit.sharding.layouts.mesh_devices`` and records: the measured step time; the collectives table;
 *measured* communication = every collective of the table replayed alone (a shard_map program
 of the same kind, operand size and group) and timed; *predicted* communication = the ring
 model with this runtime's link fitted beforehand on an all-reduce size sweep (a fixed cost per
@@ -27,8 +27,8 @@ import numpy as np
 
 import labkit
 from _results import default_path
-from labkit import collectives as coll
-from labkit import versions
+from labkit.sharding import collectives as coll
+from labkit.runtime import versions
 
 PROFILES = {  # the lab's two sizes (labs/03_gspmd_sharding.ipynb, Sizes)
     "smoke": dict(cfg=dict(vocab_size=256, seq_len=32, n_layer=2, n_head=8, d_model=128), batch=16, repeats=10),
@@ -43,7 +43,7 @@ def _replay_fn(kind: str, n: int, devices: list, contiguous: bool) -> tuple[Any,
     import jax
     from jax.sharding import PartitionSpec as P
 
-    from labkit import sharding
+    from labkit.sharding import layouts as sharding
 
     shape = (len(devices) // n, n) if contiguous else (n, len(devices) // n)
     names = ("r", "g") if contiguous else ("g", "r")
@@ -63,7 +63,7 @@ def _replay_fn(kind: str, n: int, devices: list, contiguous: bool) -> tuple[Any,
 def time_collective(kind: str, nbytes: int, n: int, devices: list, contiguous: bool = True,
                     repeats: int = 10) -> float:
     """(Lab 03) Median seconds of one `kind` collective with an nbytes fp32 operand per device."""
-    from labkit.bench import time_jax
+    from labkit.measure.bench import time_jax
 
     per_dev = max(n, (nbytes // 4 + n - 1) // n * n)  # fp32 elements, divisible by the group
     import jax
@@ -92,10 +92,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, help="JSON path (default benchmarks/results/sharding_<device>_<host>.json)")
     args = ap.parse_args()
     rt = labkit.setup()
-    from labkit import sharded_train as st
-    from labkit import sharding
-    from labkit.bench import time_jax
-    from labkit.models import GPTConfig
+    from labkit.sharding import train_step as st
+    from labkit.sharding import layouts as sharding
+    from labkit.measure.bench import time_jax
+    from labkit.gpt.config import GPTConfig
 
     prof = PROFILES[args.profile]
     cfg, batch, repeats = GPTConfig(**prof["cfg"]), prof["batch"], prof["repeats"]

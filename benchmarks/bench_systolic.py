@@ -1,4 +1,4 @@
-"""(Lab 01) How fast does labkit.systolic simulate? Cycles and PE-MACs per second, one core.
+"""(Lab 01) How fast does labkit.matmul.systolic simulate? Cycles and PE-MACs per second, one core.
 
 Run from the repository root:  python benchmarks/bench_systolic.py
 Prints a table and writes benchmarks/results/systolic_<hostname>.json. The goal in the
@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing labkit
-from labkit import systolic  # noqa: E402
+from labkit.matmul import systolic  # noqa: E402
 
 # (rows, cols, M, K, N, dtype): the lab's reference point, the issue's target, bigger arrays.
 CASES = [(8, 8, 64, 32, 48, "int"), (16, 16, 128, 128, 128, "int"),

@@ -47,7 +47,7 @@ case "$cmd" in
   test) exec python -m pytest tests labs --nbval-lax -p no:cacheprovider -n "${LABKIT_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
   # The optional torch-xla extra (torch 2.9 + torch-xla 2.9, about 7 GB) in .venv-xla: the tests that
   # need it and the two labs with PyTorch/XLA sections, on simulated CPU devices. Not part of CI.
-  test-xla) exec python -m pytest tests/test_sharding.py tests/test_export.py tests/test_device.py \
+  test-xla) exec python -m pytest tests/sharding/test_layouts.py tests/export/test_routes.py tests/runtime/test_device.py \
       labs/03_gspmd_sharding.ipynb labs/05_train_tpu_serve_gpu.ipynb --nbval-lax -p no:cacheprovider "$@" ;;
   lock)
     { sed -n '1,3p' "$LOCK"; python -m pip freeze --exclude-editable | grep -v '^labkit' \

@@ -1,10 +1,10 @@
-"""Bring notebooks and README in line with labkit/course.py (repository, ref).
+"""Bring notebooks and README in line with labkit/course/source.py (repository, ref).
 
-Rewrites the first code cell of every lab and colab notebook from labkit.course.first_cell(),
-and the Colab/Kaggle badges in the README's lab table from labkit.course.badges(). Run after
-changing labkit/course.py (e.g. the real repository or a release tag):
+Rewrites the first code cell of every lab and colab notebook from labkit.course.source.first_cell(),
+and the Colab/Kaggle badges in the README's lab table from labkit.course.source.badges(). Run after
+changing labkit/course/source.py (e.g. the real repository or a release tag):
     .venv/bin/python scripts/sync_notebooks.py
-tests/test_course.py fails until notebooks and README agree with labkit.course.
+tests/test_course.py fails until notebooks and README agree with labkit.course.source.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 
-from labkit.course import badges, first_cell
+from labkit.course.source import badges, first_cell
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -24,7 +24,7 @@ def root() -> Path:
 @pytest.fixture
 def report_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     """Exercise checks print and return instead of raising ("report, don't stop")."""
-    from labkit.check import MODE_ENV
+    from labkit.course.check import MODE_ENV
 
     monkeypatch.setenv(MODE_ENV, "report")
 
@@ -32,6 +32,6 @@ def report_mode(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def stop_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     """Exercise checks in their default mode: a wrong answer raises."""
-    from labkit.check import MODE_ENV
+    from labkit.course.check import MODE_ENV
 
     monkeypatch.delenv(MODE_ENV, raising=False)

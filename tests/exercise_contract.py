@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import pytest
 
-from labkit.check import CheckFailed, NotDoneYet, your_turn
+from labkit.course.check import CheckFailed, NotDoneYet, your_turn
 
 Check = Callable[[Callable[..., Any]], Any]
 

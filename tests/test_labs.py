@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import hardware, runner
+from labkit.course import runner
+from labkit.runtime import hardware
 
 ROOT = Path(__file__).resolve().parent.parent
 LABS = runner.available_labs(ROOT / "labs")

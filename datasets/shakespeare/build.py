@@ -153,7 +153,7 @@ def provenance(chosen: list[tuple[str, str]], n_bytes: int, digest: str) -> str:
 
 `shakespeare.txt` — {n_bytes} bytes, UTF-8 (plain ASCII), `\\n` line endings,
 {len(chosen)} plays. SHA-256 `{digest}` (also in `SHA256SUMS`, checked by
-`labkit.data.load_corpus`).
+`labkit.gpt.data.load_corpus`).
 
 ## Source
 

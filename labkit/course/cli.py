@@ -1,0 +1,97 @@
+"""The `labkit` command: run, doctor, lower, student, list (Lab 00)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from labkit.course import runner
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="labkit", description="Accelerator Labs: run labs, check this runtime.")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="execute labs headless with papermill and write report.json/html")
+    r.add_argument("labs", nargs="*", help="lab names or numbers (default: every lab), e.g. 00 mfu")
+    r.add_argument("--profile", choices=runner.PROFILES, default="auto",
+                   help="smoke (small, CPU-friendly), full (accelerator sizes), auto (smoke on CPU)")
+    r.add_argument("--out", default="build/run", help="folder for executed notebooks and the report")
+    r.add_argument("--timeout", type=float, default=runner.DEFAULT_TIMEOUT_S, help="seconds per lab")
+    r.add_argument("--labs-dir", type=Path, default=None, help="run notebooks from this folder (e.g. student copies)")
+    r.add_argument("--check-mode", choices=("stop", "report"), default=None,
+                   help="exercise checks: stop at a wrong answer (default) or report and carry on")
+    st = sub.add_parser("student", help="write student copies: solutions replaced by stubs, outputs cleared")
+    st.add_argument("labs", nargs="*", help="lab names or numbers (default: every lab)")
+    st.add_argument("--out", required=True, help="folder for the student notebooks")
+    sub.add_parser("doctor", help="runtime, chip, versions, known incompatibilities")
+    lo = sub.add_parser("lower", help="lower every lab's compiled functions for TPU/CUDA (no hardware needed)")
+    lo.add_argument("names", nargs="*", help="registered functions (default: all)")
+    lo.add_argument("--platform", default="tpu,cuda", help="comma-separated: cpu, cuda, tpu, rocm")
+    sub.add_parser("list", help="list the labs")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `labkit` console script (Lab 00)."""
+    args = _parser().parse_args(argv)
+    if args.command == "list":
+        for lab in runner.available_labs():
+            print(lab.stem)
+        return 0
+    if args.command == "lower":
+        return _lower(args.platform, args.names)
+    if args.command == "doctor":
+        from labkit.runtime import doctor
+
+        d = doctor.diagnose()
+        print(doctor.format_report(d))
+        return 1 if any(f.level == "error" for f in d["findings"]) else 0
+    if args.command == "student":
+        return _student(args.labs, args.out)
+    if args.check_mode:
+        from labkit.course.check import MODE_ENV
+
+        os.environ[MODE_ENV] = args.check_mode  # inherited by every lab's kernel
+    try:
+        report = runner.run(args.labs, args.profile, args.out, args.timeout, args.labs_dir)
+    except runner.LabNotFound as e:
+        print(f"labkit run: {e}", file=sys.stderr)
+        return 2
+    failed = [lab["name"] for lab in report["labs"] if lab["status"] != "ok"]
+    print(f"report: {args.out}/report.html  ({len(report['labs']) - len(failed)} ok, {len(failed)} failed)")
+    return 1 if failed else 0
+
+
+def _student(names: list[str], out: str) -> int:
+    from labkit.course import student
+
+    try:
+        written = student.write_student_copies(runner.resolve_labs(names), out)
+    except (runner.LabNotFound, student.StudentCopyError, ImportError) as e:
+        print(f"labkit student: {e}", file=sys.stderr)
+        return 2
+    for p in written:
+        print(f"wrote {p}")
+    return 0
+
+
+def _lower(platform: str, names: list[str]) -> int:
+    from labkit.course import lowering
+
+    try:
+        results = lowering.lower_all(lowering.parse_platforms(platform), names or None)
+    except ValueError as e:
+        print(f"labkit lower: {e}", file=sys.stderr)
+        return 2
+    for r in results:
+        status = "ok" if r.ok else "FAILED"
+        print(f"{status:>6}  {r.platform:5s} {r.name:28s} {r.error}")
+    failed = [r for r in results if not r.ok]
+    print(f"{len(results) - len(failed)} lowered, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""Lab 01 exercises: systolic cycle count, Pallas block choice, padding cliff — checked on random inputs."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from labkit.matmul import systolic
+from labkit.course.check import CheckResult, Hint, check_function
+
+N_CASES = 30  # random cases per check: a memorised number cannot pass
+DATAFLOWS = ("os", "ws", "is")
+
+
+def _rng() -> np.random.Generator:
+    return np.random.default_rng()  # fresh entropy every call: property-based, not a fixed answer
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# ------------------------------------------------------------------ 1. cycle count
+def reference_cycles(M: int, K: int, N: int, rows: int, cols: int, dataflow: str) -> int:
+    """(Lab 01) Cycles of an (M, K) @ (K, N) GEMM on a rows x cols array: labkit.matmul.systolic's closed form."""
+    return systolic.cycles(M, K, N, rows, cols, dataflow).cycles
+
+
+def _variant(folds: Callable[[int, int, int, int], float], per_fold: Callable[..., float],
+             mapping: Callable[..., tuple[int, int, int]] = systolic.mapping) -> Callable[..., bool]:
+    """Hint predicate: the answer equals a recognisable wrong formula on this case's inputs."""
+    def when(got: Any, expected: Any, args: tuple) -> bool:
+        M, K, N, R, C, df = args
+        sr, sc, t = mapping(M, K, N, df)
+        try:
+            return math.isclose(float(got), folds(sr, sc, R, C) * per_fold(R, C, t), rel_tol=1e-9)
+        except (TypeError, ValueError):
+            return False
+    return when
+
+
+def _folds(sr: int, sc: int, R: int, C: int) -> int:
+    return _ceil_div(sr, R) * _ceil_div(sc, C)
+
+
+def _fold_cost(R: int, C: int, t: int) -> int:
+    return 2 * R + C + t - 2  # fill (or OS drain) R + stream T + skew R + C - 2
+
+
+def check_cycles(fn: Callable[[int, int, int, int, int, str], int]) -> CheckResult:
+    """(Lab 01) ``fn(M, K, N, rows, cols, dataflow)`` must return the GEMM's total cycle count."""
+    rng = _rng()
+    cases = []
+    for i in range(N_CASES):
+        R, C = (int(rng.choice([2, 4, 8, 16, 32])), int(rng.choice([2, 4, 8, 16, 32]))) if i % 5 \
+            else (int(rng.choice([128, 256])),) * 2  # some TPU-sized arrays too
+        cases.append((int(rng.integers(1, 5 * R)), int(rng.integers(1, 5 * R)),
+                      int(rng.integers(1, 5 * C)), R, C, DATAFLOWS[i % 3]))
+    cases.append((64, 32, 48, 8, 8, "ws"))  # the lab's own GEMM, and a partial fold:
+    cases.append((9, 9, 9, 8, 8, "os"))
+    exact = lambda sr, sc, R, C: (sr / R) * (sc / C)  # noqa: E731  no ceil: fractional folds
+    floor = lambda sr, sc, R, C: (sr // R) * (sc // C)  # noqa: E731
+    os_map = lambda M, K, N, df: (M, N, K)  # noqa: E731  the OS mapping for every dataflow
+    hints = [
+        Hint(_variant(exact, _fold_cost), "folds must be whole: a partial fold still occupies the "
+             "whole array, so use ceil(Sr / R) * ceil(Sc / C), not Sr / R * Sc / C."),
+        Hint(_variant(floor, _fold_cost), "floor drops the partial fold: the leftover rows/columns "
+             "need one more (padded) fold — ceil, not floor."),
+        Hint(_variant(lambda *a: 1, _fold_cost), "that is one fold: the GEMM is cut into "
+             "ceil(Sr / R) * ceil(Sc / C) folds and each pays the full per-fold cost."),
+        Hint(_variant(_folds, lambda R, C, t: R + t), "you forgot the skew: the last wavefront "
+             "needs R + C - 2 more cycles to reach PE (R-1, C-1) after the last operand enters."),
+        Hint(_variant(_folds, lambda R, C, t: R + C + t - 2), "you forgot the fill (WS/IS: R "
+             "cycles preloading the stationary tile; OS: R cycles draining the accumulators)."),
+        Hint(_variant(_folds, lambda R, C, t: t), "only the streaming cycles: each fold also pays "
+             "fill/drain (R) and skew (R + C - 2)."),
+        Hint(_variant(_folds, lambda R, C, t: 2 * R + C + t - 1), "off by one in the skew: the "
+             "last PE is R-1 + C-1 = R + C - 2 hops from the first, not R + C - 1."),
+        Hint(_variant(_folds, lambda R, C, t: 2 * R + C + t), "off by two in the skew: it is "
+             "R + C - 2 cycles (hops from PE (0, 0) to PE (R-1, C-1)), not R + C."),
+        Hint(_variant(_folds, _fold_cost, os_map), "the mapping depends on the dataflow: (Sr, Sc, T) "
+             "is (M, N, K) for OS, (K, N, M) for WS and (K, M, N) for IS."),
+        Hint(_variant(lambda sr, sc, R, C: _ceil_div(sc, R) * _ceil_div(sr, C), _fold_cost),
+             "rows and columns swapped: Sr is cut by the array's rows R, Sc by its columns C."),
+    ]
+    return check_function("systolic cycle count", fn, reference_cycles, cases, hints=hints,
+                          explain="folds x (fill + T + skew): small T or many partial folds is what "
+                                  "keeps a systolic array idle.")
+
+
+# ------------------------------------------------------------------ 2. block choice
+def largest_aligned_block(dim: int, align: int = 128, max_block: int = 512) -> int | None:
+    """(Lab 01) Largest multiple of `align` that divides `dim` and is <= max_block; None if none."""
+    for block in range(max_block - max_block % align, 0, -align):
+        if dim % block == 0:
+            return block
+    return None
+
+
+def check_pick_block(fn: Callable[[int, int, int], int | None]) -> CheckResult:
+    """(Lab 01) ``fn(dim, align, max_block)``: the largest aligned block dividing dim, or None."""
+    rng = _rng()
+    cases: list[tuple[int, int, int]] = []
+    for i in range(N_CASES):
+        align = int(rng.choice([8, 16, 128]))
+        max_block = align * int(rng.integers(1, 9))
+        if i % 3 == 0:   # no aligned divisor at all: the answer is None (pad instead)
+            dim = align * int(rng.integers(1, 40)) + int(rng.integers(1, align))
+        else:            # a multiple of align, often with a divisor below the cap
+            dim = align * int(rng.choice([1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 96]))
+        cases.append((dim, align, max_block))
+    cases += [(4096, 128, 512), (384, 128, 512), (640, 128, 512), (129, 128, 512), (64, 128, 512)]
+
+    def is_(f: Callable[..., Any]) -> Callable[[Any, Any, tuple], bool]:
+        return lambda g, e, a: g is not None and e is not None and g == f(*a)
+
+    def any_divisor(dim: int, align: int, max_block: int) -> int:
+        return max(b for b in range(1, min(dim, max_block) + 1) if dim % b == 0)
+
+    def smallest(dim: int, align: int, max_block: int) -> int | None:
+        return next((b for b in range(align, max_block + 1, align) if dim % b == 0), None)
+
+    def uncapped(dim: int, align: int, max_block: int) -> int | None:
+        return largest_aligned_block(dim, align, max(dim, max_block))
+
+    hints = [
+        Hint(lambda g, e, a: e is None and g is not None, "when no multiple of align divides dim, "
+             "return None: the caller must pad (a block that does not divide leaves a ragged edge)."),
+        Hint(lambda g, e, a: e is not None and g is None, "there is an aligned divisor here; return "
+             "None only when no multiple of align up to max_block divides dim."),
+        Hint(lambda g, e, a: g is not None and g % a[1] != 0, "the block must be a multiple of align "
+             "(128 fills the MXU's rows/columns); a divisor that is not wastes part of every pass."),
+        Hint(lambda g, e, a: g is not None and a[0] % g != 0, "the block must divide dim exactly, or "
+             "the last block runs off the end of the matrix."),
+        Hint(lambda g, e, a: g is not None and g > a[2], "respect max_block: bigger blocks need more "
+             "on-chip memory (VMEM) than the kernel is allowed."),
+        Hint(is_(smallest), "that is the smallest aligned divisor; take the largest: bigger blocks "
+             "mean fewer grid steps and more reuse of each loaded block."),
+        Hint(is_(any_divisor), "any divisor is not enough: it must also be a multiple of align."),
+        Hint(is_(uncapped), "respect max_block."),
+    ]
+    return check_function("pick a Pallas block", fn, largest_aligned_block, cases, hints=hints,
+                          explain="big aligned blocks: full MXU passes, fewer grid steps, no ragged edge.")
+
+
+# ------------------------------------------------------------------ 3. padding cliff
+def padded_utilization(size: int, tile: int) -> float:
+    """(Lab 01) Useful fraction when `size` is padded up to whole tiles: size / (ceil(size/tile) * tile)."""
+    return size / (_ceil_div(size, tile) * tile)
+
+
+def check_padded_utilization(fn: Callable[[int, int], float]) -> CheckResult:
+    """(Lab 01) ``fn(size, tile)``: fraction of the padded work that is useful, in (0, 1]."""
+    rng = _rng()
+    cases = [(int(rng.integers(1, 20 * t)), t) for t in (int(rng.choice([8, 16, 128, 256]))
+                                                        for _ in range(N_CASES))]
+    cases += [(128, 128), (129, 128), (4096, 128), (4097, 128), (1, 128), (8, 256)]
+
+    def is_(f: Callable[[int, int], float]) -> Callable[[Any, Any, tuple], bool]:
+        def when(g: Any, e: Any, a: tuple) -> bool:
+            try:
+                return math.isclose(float(g), f(*a), rel_tol=1e-9)
+            except (TypeError, ValueError, ZeroDivisionError):
+                return False
+        return when
+
+    hints = [
+        Hint(is_(lambda s, t: 1 - padded_utilization(s, t)), "that is the waste (padding / padded "
+             "size); the utilization is the useful part: size / padded size."),
+        Hint(lambda g, e, a: is_(lambda s, t: s / (max(1, s // t) * t))(g, e, a)
+             or is_(lambda s, t: s / (max(1, round(s / t)) * t))(g, e, a),
+             "floor or round instead of ceil: the leftover elements need one more whole tile "
+             "(129 on a 128 tile needs 2 tiles = 256), so padded size = ceil(size / tile) * tile."),
+        Hint(is_(lambda s, t: _ceil_div(s, t) * t), "that is the padded size; divide size by it."),
+        Hint(is_(lambda s, t: (_ceil_div(s, t) * t) / s), "upside down: useful / padded, not "
+             "padded / useful (the answer is at most 1)."),
+        Hint(is_(lambda s, t: (s % t) / t if s % t else 1.0), "only the last tile's fill: "
+             "divide the whole size by the whole padded size."),
+    ]
+    return check_function("padded utilization", fn, padded_utilization, cases, hints=hints,
+                          explain="129 on a 128 tile is 50% useful; 4097 is 97%: the cliff is "
+                                  "one tile, so it hurts small shapes most.")

@@ -1,0 +1,190 @@
+"""Lab 03 exercises: predict the collectives of a layout; fix a layout that all-gathers.
+
+Both checks compile on an 8-device mesh (simulated CPU devices are fine) and compare with the
+collectives the compiler really inserted (``labkit.sharding.collectives``), so an answer is judged by
+the partitioner, not by a stored key.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from labkit.sharding import collectives as C
+from labkit.sharding import layouts as S
+from labkit.course.check import CheckResult, Hint, finish, check_function
+
+MESH_SHAPE, MESH_AXES = (2, 4), ("data", "model")
+X_SHAPE, W_SHAPE = (16, 32), (32, 64)  # y = x @ w: (batch, d_in) @ (d_in, d_out)
+
+# (x layout, w layout, y layout): every rule of the exercise shows up at least once.
+MATMUL_CASES: list[tuple[tuple, tuple, tuple]] = [
+    (("data", None), (None, None), ("data", None)),  # batch split: nothing to exchange
+    ((None, "model"), ("model", None), (None, None)),  # split contraction -> partial sums
+    ((None, "model"), ("model", None), ("model", None)),  # ... and the output split too
+    (("data", "model"), ("model", None), ("data", None)),  # both at once
+    (("data", None), (None, "model"), (None, None)),  # replicated output from split pieces
+    ((None, None), (None, "model"), (None, "model")),  # column split, output stays split
+    (("data", None), (None, "model"), ("data", "model")),  # 2-D output, nothing to exchange
+    (("data", "model"), (None, None), ("data", None)),  # only x's contraction is split
+]
+
+
+def _mesh() -> Any:
+    return S.make_mesh(MESH_SHAPE, MESH_AXES, "auto", S.mesh_devices(8))
+
+
+def compiled_kinds(x_spec: tuple, w_spec: tuple, y_spec: tuple, mesh: Any = None) -> set[str]:
+    """(Lab 03) The collective kinds the compiler inserts for y = x @ w with these layouts."""
+    import jax
+
+    mesh = mesh if mesh is not None else _mesh()
+    sh = [S.named(mesh, S.spec_of(*s)) for s in (x_spec, w_spec, y_spec)]
+    f = jax.jit(lambda x, w: x @ w, in_shardings=(sh[0], sh[1]), out_shardings=sh[2])
+    x, w = np.ones(X_SHAPE, np.float32), np.ones(W_SHAPE, np.float32)
+    return set(C.kinds(C.collectives(f.lower(x, w).compile())))
+
+
+def _is(got: Any, kinds: set[str]) -> bool:
+    return isinstance(got, (set, frozenset, list, tuple)) and set(got) == kinds
+
+
+def check_predict_collectives(fn: Callable[[tuple, tuple, tuple], set[str]]) -> CheckResult:
+    """(Lab 03) ``fn(x_spec, w_spec, y_spec)`` -> the set of collective kinds for y = x @ w."""
+    cache: dict[Any, Any] = {}
+
+    def reference(x_spec: tuple, w_spec: tuple, y_spec: tuple) -> set[str]:
+        key = (x_spec, w_spec, y_spec)
+        if key not in cache:  # build the mesh on first use: a stub answer never touches JAX
+            mesh = cache.setdefault("mesh", _mesh())
+            cache[key] = compiled_kinds(*key, mesh=mesh)
+        return cache[key]
+
+    def normalised(*args: Any) -> Any:
+        got = fn(*args)
+        return set(got) if isinstance(got, (set, frozenset, list, tuple)) else got
+
+    contraction_split = lambda a: a[0][1] is not None and a[0][1] == a[1][0]  # noqa: E731
+    hints = [
+        Hint(lambda g, e, a: e == {"reduce-scatter"} and _is(g, {"all-reduce"}),
+             "the output is split over the same mesh axis you summed over, so each device needs "
+             "only its slice of the sum: that is a reduce-scatter (half an all-reduce's traffic; "
+             "on CPU it compiles to all-reduce + dynamic-slice)."),
+        Hint(lambda g, e, a: contraction_split(a) and e and _is(g, set()),
+             "x's columns and w's rows (the contracted dimension) are split over the same axis: "
+             "each device sums only its part of the dot products, and those partial sums must be "
+             "added across devices — an all-reduce (or a reduce-scatter if the output is split "
+             "over that axis)."),
+        Hint(lambda g, e, a: e == {"all-gather"} and _is(g, set()),
+             "the output layout asks every device for tiles that other devices computed (e.g. a "
+             "replicated y from a split x or w): those tiles must be gathered — all-gather."),
+        Hint(lambda g, e, a: e == {"all-gather"} and _is(g, {"all-reduce"}),
+             "only x's contracted dimension is split (w is whole): rather than summing partial "
+             "products the compiler gathers x's missing columns — all-gather, no reduction."),
+        Hint(lambda g, e, a: e == set() and bool(g),
+             "no collective here: each device already holds every x row and w column its output "
+             "tile needs. Splitting the output more finely than the inputs costs nothing — the "
+             "device just keeps its slice."),
+    ]
+    return check_function("predict the collectives", normalised, reference, MATMUL_CASES,
+                          hints=hints, explain="You can read a layout's communication off its "
+                          "PartitionSpecs before compiling anything.")
+
+
+# ----------------------------------------------------------------------------------------
+# 2. Fix a layout that triggers an unexpected all-gather
+# ----------------------------------------------------------------------------------------
+
+MLP_SHAPES = {"x": (16, 32), "w1": (32, 128), "w2": (128, 32)}  # (batch, d), (d, d_ff), (d_ff, d)
+BROKEN_LAYOUT = {"w1": (None, "model"), "w2": (None, "model")}  # w2 split by *columns*
+
+
+def mlp(x: Any, w1: Any, w2: Any) -> Any:
+    """(Lab 03) The tensor-parallel MLP of exercise 2: gelu(x @ w1) @ w2, (batch, d)."""
+    import jax
+
+    return jax.nn.gelu(x @ w1, approximate=True) @ w2
+
+
+def mlp64(x: np.ndarray, w1: np.ndarray, w2: np.ndarray) -> np.ndarray:
+    """(Lab 03) The same MLP in float64 numpy: the reference no device's matmul precision touches."""
+    x, w1, w2 = (np.asarray(a, np.float64) for a in (x, w1, w2))
+    h = x @ w1  # (batch, d_ff)
+    h = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))  # tanh GELU, as jax's
+    return h @ w2  # (batch, d)
+
+
+def compile_mlp(layout: dict[str, tuple], mesh: Any = None) -> tuple[list[C.Collective], np.ndarray, np.ndarray]:
+    """(Lab 03) Compile the MLP with weights laid out as ``layout`` on an 8-device "model" mesh.
+
+    Returns (collectives, output, reference output computed on one device in float64).
+    """
+    import jax
+
+    mesh = mesh if mesh is not None else S.make_mesh((8,), ("model",), "auto", S.mesh_devices(8))
+    rng = np.random.default_rng(0)
+    x, w1, w2 = (rng.standard_normal(MLP_SHAPES[k]).astype(np.float32) * (0.2 if k != "x" else 1.0)
+                 for k in ("x", "w1", "w2"))
+    sh = {k: S.named(mesh, S.spec_of(*layout.get(k, ()))) for k in ("w1", "w2")}
+    for k in ("w1", "w2"):
+        S.check_divisible(k, MLP_SHAPES[k], sh[k].spec, mesh)
+    rep = S.named(mesh, S.spec_of())
+    f = jax.jit(mlp, in_shardings=(rep, sh["w1"], sh["w2"]), out_shardings=rep)
+    with jax.default_matmul_precision("highest"):
+        compiled = f.lower(x, w1, w2).compile()
+    # Not mlp(): with x64 off JAX would compute it in float32 on the default device -- a GPU's
+    # DEFAULT precision is TF32, 1e-3 off, which once failed the correct answer on an H100.
+    ref = mlp64(x, w1, w2)
+    return C.collectives(compiled), np.asarray(compiled(x, w1, w2)), ref
+
+
+def _split(spec: tuple) -> bool:
+    return any(e is not None for e in spec)
+
+
+def check_fixed_layout(fn: Callable[[], dict[str, tuple]]) -> CheckResult:
+    """(Lab 03) ``fn()`` -> {"w1": spec, "w2": spec}: both weights split, no gather or all-to-all."""
+    name = "fix the all-gather"
+    try:
+        layout = fn()
+    except NotImplementedError as e:
+        return finish(CheckResult(name, "not done", f"not done yet ({e})"))
+    if not isinstance(layout, dict) or set(layout) != {"w1", "w2"}:
+        return finish(CheckResult(name, "wrong", 'return a dict {"w1": (...), "w2": (...)} of '
+                                   "PartitionSpec entries, e.g. (None, \"model\")."))
+    layout = {k: tuple(v) for k, v in layout.items()}
+    try:
+        table, out, ref = compile_mlp(layout)
+    except (S.ShardingError, ValueError) as e:
+        return finish(CheckResult(name, "wrong", f"that layout does not compile: {e}"))
+    if not np.allclose(out, ref, rtol=1e-4, atol=1e-4):
+        return finish(CheckResult(name, "wrong", "the result changed — a layout must never "
+                                   "change the maths; check the specs name existing dims."))
+    # Moving activations between layouts (gather, all-to-all, permute) is what the fix removes;
+    # summing partial results (all-reduce) is the one collective tensor parallelism needs.
+    gathers = [c for c in table if c.kind in ("all-gather", "all-to-all", "collective-permute")]
+    w1, w2 = layout["w1"], layout["w2"]
+    if gathers:
+        if w1 == (None, "model") and w2[1] == "model":
+            msg = ("w2 is still split by its output columns. x @ w1 leaves each device a slice "
+                   "of the hidden units (d_ff), so w2 must be split the same way — by its rows "
+                   "(d_ff) — to use that slice without gathering it: (\"model\", None).")
+        elif w1[0] == "model":
+            msg = ("w1 is split along d_model, its rows: each device computes partial sums of "
+                   "the whole hidden layer, which must then be re-split along d_ff for w2 "
+                   f"({', '.join(sorted(set(c.kind for c in gathers)))}). Split w1 by its "
+                   "columns (d_ff) instead: (None, \"model\").")
+        else:
+            shapes = ", ".join(f"{c.kind} {c.shape} from {c.origin}" for c in gathers)
+            msg = f"still moving activations: {shapes}. Split w1's and w2's d_ff dims."
+        return finish(CheckResult(name, "wrong", f"hint: {msg}"))
+    if not (_split(w1) and _split(w2)):
+        whole = " and ".join(k for k in ("w1", "w2") if not _split(layout[k]))
+        return finish(CheckResult(name, "wrong", f"hint: no all-gather now, but {whole} is "
+                                   f"replicated: every device holds all of it and tensor "
+                                   f"parallelism saves no memory. Split its d_ff dimension."))
+    kinds = C.kinds(table)
+    return finish(CheckResult(name, "passed", f"collectives now: {kinds or 'none'} — the "
+                               "Megatron pattern: column-parallel w1, row-parallel w2, one "
+                               "all-reduce of the (batch, d) output."))

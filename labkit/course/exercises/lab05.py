@@ -1,0 +1,127 @@
+"""Lab 05 exercises: a torch weight in Flax layout, KV-cache bytes, tokens/s from latencies.
+
+Each check runs the learner's function and labkit's reference (``labkit.gpt.flax_model``,
+``labkit.export.kv_cache``, ``labkit.export.serve``) on random inputs and, when they disagree, names the
+recognisable mistake.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any, Callable
+
+import numpy as np
+
+from labkit.course.check import CheckResult, Hint, check_function, ratio_is
+from labkit.export.kv_cache import kv_cache_bytes
+from labkit.gpt.config import GPTConfig, param_shapes
+from labkit.export.serve import tokens_per_s
+
+N_CASES = 20  # random cases per check: a memorised number cannot pass
+
+
+def _rng() -> np.random.Generator:
+    return np.random.default_rng()  # fresh entropy every call: property-based, not a fixed answer
+
+
+def _is(f: Callable[..., float]) -> Callable[[Any, Any, tuple], bool]:
+    """Hint predicate: the answer equals f(*args), a specific wrong formula."""
+    def when(got: Any, expected: Any, args: tuple) -> bool:
+        return math.isclose(float(got), float(f(*args)), rel_tol=1e-6)
+    return when
+
+
+# ---------------------------------------------------------------- 1. torch weight -> Flax layout
+@lru_cache(maxsize=8)
+def _transposed(cfg: GPTConfig) -> frozenset[str]:
+    """Canonical names whose Flax variable is the transpose, read from labkit.gpt.flax_model."""
+    from labkit.gpt.flax_model import canonical_vars, abstract_flax_gpt
+
+    return frozenset(name for name, _, t in canonical_vars(abstract_flax_gpt(cfg)) if t)
+
+
+_CFG = GPTConfig(vocab_size=40, seq_len=24, n_layer=2, n_head=2, d_model=12, d_ff=20)  # all shapes differ
+
+
+def _flax_layout(name: str, weight: np.ndarray) -> list:
+    return (weight.T if name in _transposed(_CFG) else weight).tolist()
+
+
+def check_torch_to_flax(fn: Callable[[str, np.ndarray], Any]) -> CheckResult:
+    """(Lab 05) ``fn(name, weight)``: a canonical (PyTorch-layout) weight -> the FlaxGPT array."""
+    rng = _rng()
+    shapes = param_shapes(_CFG)
+    names = list(shapes)
+    cases = [(n, rng.standard_normal(shapes[n]).astype(np.float32))
+             for n in rng.choice(names, N_CASES - 4, replace=False)]
+    cases += [(n, rng.standard_normal(shapes[n]).astype(np.float32))
+              for n in ("wte.weight", "wpe.weight", "blocks.0.attn.qkv.weight", "blocks.1.mlp.fc.weight")]
+    linear = _transposed(_CFG)
+
+    def same(got: Any, ref: np.ndarray) -> bool:
+        g = np.asarray(got)
+        return g.shape == ref.shape and np.array_equal(g, ref)
+
+    hints = [
+        Hint(lambda g, e, a: a[0] in linear and same(g, a[1]),
+             "forgot the transpose: torch's nn.Linear weight is (out, in) and computes x @ W.T; Flax's "
+             "nnx.Linear kernel is (in, out) and computes x @ kernel, so kernel = weight.T."),
+        Hint(lambda g, e, a: a[0] not in linear and a[1].ndim == 2 and same(g, a[1].T),
+             "you transposed an embedding table: nn.Embedding and nnx.Embed both store (rows, d_model) "
+             "— only Linear weights change layout."),
+    ]
+    wrapped = lambda name, w: np.asarray(fn(name, w.copy())).tolist()  # noqa: E731 (compare as nested lists)
+    return check_function("torch -> flax layout", wrapped, _flax_layout, cases, hints=hints,
+                          explain="Transposes are exact, so the conversion is bit-exact both ways.")
+
+
+# ---------------------------------------------------------------- 2. KV-cache bytes
+def _kv_bytes(n_layer: int, n_head: int, head_dim: int, batch: int, seq: int, bytes_per_element: int) -> int:
+    cfg = GPTConfig(n_layer=n_layer, n_head=n_head, d_model=n_head * head_dim, seq_len=max(seq, 1))
+    return kv_cache_bytes(cfg, batch, seq, bytes_per_element)
+
+
+def check_kv_cache_bytes(fn: Callable[[int, int, int, int, int, int], float]) -> CheckResult:
+    """(Lab 05) ``fn(n_layer, n_head, head_dim, batch, seq, bytes_per_element)``: KV-cache size in bytes."""
+    rng = _rng()
+    cases = [(int(rng.integers(3, 49)), int(rng.integers(3, 41)), int(rng.choice([32, 64, 80, 128])),
+              int(rng.integers(1, 65)), int(rng.integers(16, 4097)), int(rng.choice([2, 4])))
+             for _ in range(N_CASES)]
+    hints = [
+        Hint(ratio_is(0.5), "off by 2: the cache holds keys *and* values, one of each per token per layer."),
+        Hint(_is(lambda L, H, hd, b, s, e: 2 * H * hd * b * s * e), "forgot the layers: every layer "
+             "has its own keys and values (multiply by n_layer)."),
+        Hint(_is(lambda L, H, hd, b, s, e: 2 * L * H * hd * b * s), "that is a count of elements: multiply "
+             "by bytes_per_element (fp32 = 4, bf16 = 2) for bytes."),
+        Hint(ratio_is(8), "bits, not bytes: bytes_per_element already is bytes (bf16 = 2)."),
+        Hint(_is(lambda L, H, hd, b, s, e: 2 * L * hd * b * s * e), "forgot the heads: one token's key "
+             "is n_head * head_dim = d_model numbers."),
+    ]
+    return check_function("KV-cache bytes", fn, _kv_bytes, cases, hints=hints,
+                          explain="It grows with batch x sequence: at long contexts the cache, not the "
+                                  "weights, fills the GPU — and decode reads all of it every token.")
+
+
+# ---------------------------------------------------------------- 3. tokens/s from latencies
+def check_tokens_per_s(fn: Callable[[int, int, float, float], float]) -> CheckResult:
+    """(Lab 05) ``fn(batch, new_tokens, ttft_s, tpot_s)``: generated tokens per second of the batch."""
+    rng = _rng()
+    cases = [(int(rng.integers(2, 65)), int(rng.integers(2, 513)), float(rng.uniform(0.01, 2.0)),
+              float(rng.uniform(0.002, 0.1))) for _ in range(N_CASES)]
+    hints = [
+        Hint(lambda g, e, a: math.isclose(float(g) * a[0], float(e), rel_tol=1e-6),
+             "forgot the batch: every step produces one token for *each* of the batch's sequences."),
+        Hint(_is(lambda b, n, t0, tp: b * n / (t0 + n * tp)), "n decode steps? The first token comes out "
+             "of the prefill (that is TTFT); only the other n - 1 tokens take a TPOT each."),
+        Hint(_is(lambda b, n, t0, tp: b / tp), "you left out the time to first token: the prefill is part "
+             "of the time the batch takes."),
+        Hint(_is(lambda b, n, t0, tp: b * n / (n * tp)), "you left out the time to first token: the "
+             "prefill is part of the time the batch takes."),
+        Hint(lambda g, e, a: math.isclose(float(g) * float(e), 1.0, rel_tol=1e-6),
+             "upside down: tokens per second is tokens divided by seconds."),
+        Hint(ratio_is(1e-3), "units: the latencies are given in seconds, not milliseconds."),
+    ]
+    return check_function("tokens/s", fn, tokens_per_s, cases, hints=hints,
+                          explain="At small batch, decode is memory-bound: a bigger batch reuses each "
+                                  "weight read for more tokens, so tokens/s grows almost for free.")

@@ -1,0 +1,88 @@
+"""The course's compiled functions, registered for `labkit lower` with small example shapes.
+
+One entry per lab function that learners run compiled on a GPU or TPU. Factories import
+their lab module lazily, so listing the registry costs nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from labkit.course.registry import register
+
+
+def _spec(tree: Any) -> Any:
+    import jax
+
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), tree)
+
+
+@register("lab00.matmul_bf16", "00_know_your_accelerator")
+def _matmul() -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    import jax
+    import jax.numpy as jnp
+
+    a = jax.ShapeDtypeStruct((256, 256), jnp.bfloat16)
+    return jax.jit(lambda x, y: jnp.matmul(x, y)), (a, a)
+
+
+@register("lab01.pallas_matmul", "01_systolic_vs_cuda_cores", platforms=("tpu",))
+def _pallas() -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    import functools
+
+    import jax
+    import jax.numpy as jnp
+
+    from labkit.matmul import pallas_kernel as kernels_pallas
+
+    a = jax.ShapeDtypeStruct((256, 256), jnp.bfloat16)
+    # interpret=False: the Mosaic (TPU) lowering, the one that breaks on unaligned blocks.
+    return jax.jit(functools.partial(kernels_pallas.matmul, bm=128, bn=128, bk=128, interpret=False)), (a, a)
+
+
+def _gpt() -> tuple[Any, Any, Any]:
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from labkit.gpt.flax_model import FlaxGPT
+
+    from labkit.gpt.config import get_config
+
+    cfg = get_config("test")
+    graphdef, state = nnx.split(FlaxGPT(cfg))
+    tokens = jax.ShapeDtypeStruct((2, cfg.seq_len), jnp.int32)  # (batch, seq)
+    return graphdef, state, tokens
+
+
+@register("lab02.gpt_forward", "02_mfu")
+def _forward() -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    import jax
+    from flax import nnx
+
+    graphdef, state, tokens = _gpt()
+    return jax.jit(lambda s, t: nnx.merge(graphdef, s)(t)), (_spec(state), tokens)
+
+
+@register("lab02.gpt_train_step", "02_mfu")
+def _train_step() -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    from labkit.gpt.flax_model import FlaxGPT
+    from labkit.gpt.config import get_config
+    from labkit.gpt.train import JaxTrainer
+
+    _, _, tokens = _gpt()
+    t = JaxTrainer(FlaxGPT(get_config("test")))  # Lab 02's own jitted AdamW step
+    return t.step_fn, (_spec(t.params), _spec(t.opt_state), tokens, tokens)
+
+
+@register("lab05.exported_forward", "05_train_tpu_serve_gpu")
+def _exported_forward() -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    import jax
+    import jax.numpy as jnp
+
+    from labkit.export.stablehlo import weight_specs, forward_fn
+    from labkit.gpt.config import get_config
+
+    cfg = get_config("test")
+    tokens = jax.ShapeDtypeStruct((2, cfg.seq_len), jnp.int32)  # (batch, seq)
+    return jax.jit(forward_fn(cfg)), (weight_specs(cfg), tokens)

@@ -1,0 +1,10 @@
+"""Export and serving: train on TPU, serve on GPU, provably unchanged (Lab 05).
+
+Modules:
+
+- ``routes``     the ways a model leaves the framework it was trained in, and their parity
+- ``stablehlo``  one serialized StableHLO program that runs on CPU, CUDA and TPU
+- ``weights``    safetensors weights with a manifest
+- ``kv_cache``   a KV cache for the course GPT in PyTorch and JAX
+- ``serve``      a generation server loop and its benchmark: TTFT, per-token latency, tokens/s
+"""

@@ -1,0 +1,312 @@
+"""A small generation server loop and its benchmark: TTFT, per-token latency, tokens/s (Lab 05).
+
+One loop, five *decoders* (the same KV-cache step, run different ways):
+
+- ``TorchDecoder(model, "eager")`` — PyTorch, op by op (CUDA or CPU);
+- ``TorchDecoder(model, "compile")`` — ``torch.compile`` (Inductor) of the step; pays off on
+  a GPU, where launch overhead dominates a small model's decode; on a small CPU its C++ compile
+  costs more than it saves in a short run, so the smoke profile skips it;
+- ``TorchDecoder(model, "export")`` — the ``torch.export`` program of ``labkit.export.routes``;
+- ``JaxDecoder.native(cfg, flat)`` — the JAX step, ``jax.jit``-ed;
+- ``JaxDecoder.from_exported(exported, flat)`` — the deserialized StableHLO artifact.
+
+**Batches of prompts of different lengths are left-padded** (:func:`left_pad`): row r gets
+``pad[r]`` pad tokens in front, masked out of attention and skipped by its position ids (see
+``labkit.export.kv_cache``), so every row generates exactly what it would alone (tested). Empty
+prompts and prompts that leave no room for ``max_new_tokens`` in the context are refused.
+
+Timing: every step ends by copying the chosen tokens to the host (a server must, to stream
+them), which also waits for the device; so the clock sees finished work. **TTFT** (time to
+first token) = prefill + first token; **TPOT** (time per output token) = each later step;
+tokens/s = batch * new_tokens / (TTFT + (new_tokens - 1) * mean TPOT).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from labkit.export.kv_cache import jax_new_cache, jax_step_fn, torch_new_cache, torch_step, torch_step_module
+from labkit.gpt.config import GPTConfig
+
+
+@dataclass(frozen=True)
+class Prompts:
+    """A left-padded batch: tokens (batch, t) int32 and pad (batch,) pad tokens per row (Lab 05)."""
+
+    tokens: np.ndarray
+    pad: np.ndarray
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Real (unpadded) tokens per row (Lab 05)."""
+        return self.tokens.shape[1] - self.pad
+
+
+def left_pad(prompts: Sequence[Any], cfg: GPTConfig, max_new_tokens: int, pad_id: int = 0,
+             max_len: int | None = None) -> Prompts:
+    """Validate prompts (str or token ids) and left-pad them into one batch (Lab 05)."""
+    from labkit.gpt.data import ByteTokenizer
+
+    max_len = max_len or cfg.seq_len
+    if isinstance(prompts, (str, bytes)) or (isinstance(prompts, np.ndarray) and prompts.ndim == 1):
+        raise ValueError("pass a list of prompts (one per batch row), e.g. [text] for a single prompt")
+    if len(prompts) == 0:
+        raise ValueError("no prompts: pass at least one")
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+    rows = [ByteTokenizer().encode(p) if isinstance(p, str) else np.asarray(p, dtype=np.int64).reshape(-1)
+            for p in prompts]
+    for i, r in enumerate(rows):
+        if r.size == 0:
+            raise ValueError(f"prompt {i} is empty: generation needs at least one token to condition "
+                             "on (the byte tokenizer has no start-of-text token)")
+        if r.min() < 0 or r.max() >= cfg.vocab_size:
+            raise ValueError(f"prompt {i} has token ids outside [0, {cfg.vocab_size})")
+        if r.size + max_new_tokens > max_len:
+            raise ValueError(
+                f"prompt {i} has {r.size} tokens; with max_new_tokens={max_new_tokens} it needs "
+                f"{r.size + max_new_tokens} positions, but the context holds {max_len}. Keep its last "
+                f"{max_len - max_new_tokens} tokens (prompt[-{max_len - max_new_tokens}:]) or generate fewer.")
+    t = max(r.size for r in rows)
+    tokens = np.full((len(rows), t), pad_id, dtype=np.int32)  # (batch, t)
+    for i, r in enumerate(rows):
+        tokens[i, t - r.size:] = r  # right-aligned: every row's next token goes to slot t
+    return Prompts(tokens, np.array([t - r.size for r in rows], dtype=np.int32))
+
+
+class TorchDecoder:
+    """KV-cache decoding of a TorchGPT: mode "eager", "compile" or "export" (Lab 05)."""
+
+    def __init__(self, model: Any, mode: str = "eager", max_len: int | None = None, device: Any = None,
+                 program: Any = None) -> None:
+        import torch
+
+        from labkit.runtime import device as dev_mod
+
+        if mode not in ("eager", "compile", "export"):
+            raise ValueError(f"mode must be 'eager', 'compile' or 'export', got {mode!r}")
+        if device is None:  # serve on the GPU if torch sees one, else on the CPU (not torch-xla)
+            device = dev_mod.torch_device("cuda" if dev_mod.torch_device_kind() == "cuda" else "cpu")
+        self.cfg, self.device, self.mode = model.cfg, torch.device(device), mode
+        self.max_len = max_len or self.cfg.seq_len
+        self.name = {"eager": "torch eager", "compile": "torch.compile", "export": "torch.export"}[mode]
+        model = model.to(self.device).eval()
+        if mode == "eager":
+            self.fn = lambda *a: torch_step(model, *a)
+        elif mode == "compile":
+            # dynamic=True: one graph serves every batch size and prompt length (sizes 1 are
+            # still specialized), which bounds compile time to a few graphs per run.
+            self.fn = torch.compile(torch_step_module(model), dynamic=True)
+        else:
+            from labkit.export.routes import export_torch_step
+
+            # Pass the ExportedProgram you already made (it must be on this device) to skip re-exporting.
+            self.fn = (program or export_torch_step(model, self.max_len)).module()
+        self.k = self.v = self.pad = None
+        self.pos = 0
+
+    def prefill(self, tokens: np.ndarray, pad: np.ndarray) -> tuple[Any, Any]:
+        """Fresh cache, run the prompt; returns (logits (batch, vocab), argmax) on the device (Lab 05)."""
+        import torch
+
+        b, t = tokens.shape
+        self.k, self.v = torch_new_cache(self.cfg, b, self.max_len, device=self.device)
+        self.pad = torch.as_tensor(pad, dtype=torch.long, device=self.device)
+        self.pos = 0
+        return self._run(torch.as_tensor(tokens, dtype=torch.long, device=self.device))
+
+    def decode(self, tok: np.ndarray) -> tuple[Any, Any]:
+        """One new token per row, tok (batch,) -> (logits, argmax) (Lab 05)."""
+        import torch
+
+        return self._run(torch.as_tensor(tok, dtype=torch.long, device=self.device).view(-1, 1))
+
+    def _run(self, tokens: Any) -> tuple[Any, Any]:
+        import torch
+
+        with torch.no_grad():
+            logits = self.fn(tokens, self.k, self.v, torch.tensor(self.pos, device=self.device), self.pad)
+        self.pos += tokens.shape[1]
+        return logits, logits.argmax(-1)
+
+    @staticmethod
+    def to_numpy(x: Any) -> np.ndarray:
+        """Device tensor -> numpy (copies to the host, so it also waits for the device) (Lab 05)."""
+        return x.detach().cpu().numpy()
+
+
+class JaxDecoder:
+    """KV-cache decoding with the JAX step: jitted natively or from a StableHLO artifact (Lab 05)."""
+
+    def __init__(self, cfg: GPTConfig, flat: dict[str, np.ndarray], step: Any, name: str,
+                 max_len: int | None = None, precision: str | None = "highest") -> None:
+        import jax
+        import jax.numpy as jnp
+
+        self.cfg, self.name, self.max_len = cfg, name, max_len or cfg.seq_len
+        # "highest": true fp32 matmuls, as torch does by default (TF32 off), so every path
+        # computes the same function. An exported artifact keeps the precision it was exported with.
+        self.precision = precision
+        self.flat = {k: jnp.asarray(v) for k, v in flat.items()}  # weights on the default device
+
+        def step_argmax(flat: Any, tokens: Any, k: Any, v: Any, start: Any, pad: Any) -> Any:
+            logits, k, v = step(flat, tokens, k, v, start, pad)
+            return logits, jnp.argmax(logits, axis=-1), k, v  # argmax on the device, in the same program
+
+        # Donate the caches (arguments 2, 3): XLA updates them in place instead of copying.
+        donate = (2, 3) if jax.default_backend() != "cpu" else ()
+        self.fn = jax.jit(step_argmax, donate_argnums=donate)
+        self.k = self.v = self.pad = None
+        self.pos = 0
+
+    @classmethod
+    def native(cls, cfg: GPTConfig, flat: dict[str, np.ndarray], max_len: int | None = None,
+               precision: str | None = "highest") -> "JaxDecoder":
+        """The JAX KV-cache step of labkit.export.kv_cache, jitted (Lab 05)."""
+        return cls(cfg, flat, jax_step_fn(cfg), "JAX jit", max_len, precision)
+
+    @classmethod
+    def from_exported(cls, exported: Any, cfg: GPTConfig, flat: dict[str, np.ndarray]) -> "JaxDecoder":
+        """A deserialized jax.export step artifact (labkit.export.stablehlo.export_step) (Lab 05)."""
+        max_len = int(exported.in_avals[-4].shape[2])  # k_cache (n_layer, b, max_len, heads, hd)
+        return cls(cfg, flat, exported.call, "StableHLO", max_len, None)
+
+    def prefill(self, tokens: np.ndarray, pad: np.ndarray) -> tuple[Any, Any]:
+        """Fresh cache, run the prompt; returns (logits (batch, vocab), argmax) on the device (Lab 05)."""
+        import jax.numpy as jnp
+
+        self.k, self.v = jax_new_cache(self.cfg, tokens.shape[0], self.max_len)
+        self.pad = jnp.asarray(pad, dtype=jnp.int32)
+        self.pos = 0
+        return self._run(np.asarray(tokens, dtype=np.int32))
+
+    def decode(self, tok: np.ndarray) -> tuple[Any, Any]:
+        """One new token per row, tok (batch,) -> (logits, argmax) (Lab 05)."""
+        return self._run(np.asarray(tok, dtype=np.int32).reshape(-1, 1))
+
+    def _run(self, tokens: np.ndarray) -> tuple[Any, Any]:
+        import jax
+
+        with jax.default_matmul_precision(self.precision):
+            logits, best, self.k, self.v = self.fn(self.flat, tokens, self.k, self.v, np.int32(self.pos), self.pad)
+        self.pos += tokens.shape[1]
+        return logits, best
+
+    @staticmethod
+    def to_numpy(x: Any) -> np.ndarray:
+        """Device array -> numpy (waits for the device) (Lab 05)."""
+        return np.asarray(x)
+
+
+@dataclass(frozen=True)
+class Generation:
+    """New tokens (batch, n) and the wall-clock of each step, seconds (Lab 05)."""
+
+    tokens: np.ndarray
+    ttft_s: float  # prompt in -> first new token on the host
+    step_s: tuple[float, ...]  # each later token, seconds
+
+
+def sample(logits: np.ndarray, temperature: float, rng: np.random.Generator) -> np.ndarray:
+    """Tokens (batch,) from logits (batch, vocab) at `temperature` > 0, seeded (Gumbel-max) (Lab 05)."""
+    # argmax(logits / T + Gumbel noise) is an exact sample of softmax(logits / T), and only
+    # needs numpy's seeded rng: the same seed gives the same tokens in every framework.
+    g = rng.gumbel(size=logits.shape)
+    return np.argmax(logits.astype(np.float64) / temperature + g, axis=-1)
+
+
+def generate(decoder: Any, prompts: Prompts, max_new_tokens: int, temperature: float = 0.0,
+             seed: int = 0) -> Generation:
+    """Greedy (temperature 0) or sampled generation with timings; batch rows in parallel (Lab 05)."""
+    if not (temperature >= 0.0 and np.isfinite(temperature)):
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
+    if prompts.tokens.shape[1] + max_new_tokens > decoder.max_len:
+        raise ValueError(f"{prompts.tokens.shape[1]} prompt + {max_new_tokens} new tokens exceed the "
+                         f"decoder's cache of {decoder.max_len} slots")
+    rng = np.random.default_rng(seed)
+
+    def pick(out: tuple[Any, Any]) -> np.ndarray:
+        if temperature == 0.0:
+            return decoder.to_numpy(out[1])  # greedy: argmax computed on the device
+        return sample(decoder.to_numpy(out[0]), temperature, rng)
+
+    t0 = time.perf_counter()
+    tok = pick(decoder.prefill(prompts.tokens, prompts.pad))
+    ttft = time.perf_counter() - t0
+    out, steps = [tok], []
+    for _ in range(max_new_tokens - 1):
+        t1 = time.perf_counter()
+        tok = pick(decoder.decode(tok))
+        steps.append(time.perf_counter() - t1)
+        out.append(tok)
+    return Generation(np.stack(out, axis=1).astype(np.int64), ttft, tuple(steps))
+
+
+def greedy_reference(logits_fn: Any, tokens: np.ndarray, max_new_tokens: int) -> np.ndarray:
+    """Greedy tokens (batch, n) by full recomputation: logits_fn(tokens (b, T)) -> (b, T, vocab) (Lab 05)."""
+    b, t = np.shape(tokens)
+    # One fixed-length buffer (b, t + n), filled as we go: the model is causal, so the zeros
+    # after position `cur` cannot change the logits at `cur - 1`, and a jitted logits_fn
+    # compiles once instead of once per length.
+    buf = np.zeros((b, t + max_new_tokens), dtype=np.int32)
+    buf[:, :t] = tokens
+    for cur in range(t, t + max_new_tokens):
+        buf[:, cur] = np.argmax(np.asarray(logits_fn(buf))[:, cur - 1], axis=-1)  # (batch,)
+    return buf[:, t:].astype(np.int64)
+
+
+def tokens_per_s(batch: int, new_tokens: int, ttft_s: float, tpot_s: float) -> float:
+    """Generated tokens per second of a batch: batch * n / (TTFT + (n - 1) * TPOT) (Lab 05)."""
+    return batch * new_tokens / (ttft_s + (new_tokens - 1) * tpot_s)
+
+
+@dataclass(frozen=True)
+class ServeStats:
+    """Latency percentiles (ms) and throughput (tokens/s) of one decoder at one batch size (Lab 05)."""
+
+    path: str
+    batch: int
+    prompt_len: int
+    new_tokens: int
+    ttft_p50_ms: float
+    ttft_p95_ms: float
+    tpot_p50_ms: float
+    tpot_p95_ms: float
+    tokens_per_s: float  # median over repeats
+    repeats: int
+
+    def row(self) -> dict[str, Any]:
+        """A dict for labkit.course.tables.show / JSON (Lab 05)."""
+        return asdict(self)
+
+
+def benchmark(decoder: Any, batch: int, prompt_len: int, new_tokens: int, repeats: int = 5,
+              warmup: int = 1, seed: int = 0) -> ServeStats:
+    """Serve random prompts (batch, prompt_len) `repeats` times; latency and throughput (Lab 05)."""
+    if new_tokens < 2 or repeats < 1:
+        raise ValueError(f"need new_tokens >= 2 (TPOT is measured from the 2nd token on) and "
+                         f"repeats >= 1, got new_tokens={new_tokens}, repeats={repeats}")
+    rng = np.random.default_rng(seed)
+    prompts = Prompts(rng.integers(0, decoder.cfg.vocab_size, (batch, prompt_len)).astype(np.int32),
+                      np.zeros(batch, dtype=np.int32))
+    for _ in range(warmup):  # compile every program (prefill and decode shapes) before timing
+        generate(decoder, prompts, new_tokens)
+    ttft, tpot, tps = [], [], []
+    for _ in range(repeats):
+        g = generate(decoder, prompts, new_tokens)
+        ttft.append(g.ttft_s)
+        tpot.extend(g.step_s)
+        tps.append(batch * new_tokens / (g.ttft_s + sum(g.step_s)))
+    ms = lambda xs, q: float(np.percentile(xs, q) * 1e3) if xs else float("nan")  # noqa: E731
+    return ServeStats(decoder.name, batch, prompt_len, new_tokens, ms(ttft, 50), ms(ttft, 95),
+                      ms(tpot, 50), ms(tpot, 95), float(np.median(tps)), repeats)
+
+
+def sweep(decoders: Sequence[Any], batches: Sequence[int], prompt_len: int, new_tokens: int,
+          repeats: int = 5) -> list[ServeStats]:
+    """benchmark() for every decoder and batch size (Lab 05)."""
+    return [benchmark(d, b, prompt_len, new_tokens, repeats) for d in decoders for b in batches]

@@ -1,0 +1,193 @@
+"""The StableHLO path: one serialized program that runs on CPU, CUDA and TPU (Lab 05).
+
+``jax.export`` lowers a jitted function to **StableHLO** (MLIR's portable, versioned dialect
+of XLA's ops) for several platforms at once, with **symbolic** dimensions such as the batch
+size, and serializes it to bytes. A fresh process with only ``jax`` installed — no Flax, no
+labkit, no model code — deserializes and runs it on whichever of those platforms it has.
+
+The exported functions take the weights as an *input* (the canonical flat dict, the same
+names and layout as the safetensors file of ``labkit.export.weights``): the artifact is the
+program, the safetensors file the state, and either can be replaced without the other.
+
+- ``export_forward``: ``(flat, tokens (b, t) int32) -> logits (b, t, vocab)``, the FlaxGPT
+  forward pass, symbolic ``b`` and ``t <= seq_len``.
+- ``export_step``: the KV-cache decode step of ``labkit.export.kv_cache.jax_step_fn`` for serving.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from labkit.export.kv_cache import flax_from_flat_fn, jax_step_fn
+from labkit.gpt.config import GPTConfig, param_shapes
+
+PLATFORMS = ("cpu", "cuda", "tpu")  # lowered for all three at once; the runner picks its own
+
+
+def forward_fn(cfg: GPTConfig) -> Callable[[dict[str, Any], Any], Any]:
+    """Pure fn(flat, tokens) -> logits (batch, seq, vocab): the FlaxGPT forward on given weights (Lab 05)."""
+    build = flax_from_flat_fn(cfg)
+    return lambda flat, tokens: build(flat)(tokens)
+
+
+def weight_specs(cfg: GPTConfig) -> dict[str, Any]:
+    """Shape/dtype stand-ins for the canonical fp32 weights: what export and lowering need (Lab 05)."""
+    import jax
+    import jax.numpy as jnp
+
+    return {k: jax.ShapeDtypeStruct(v, jnp.float32) for k, v in param_shapes(cfg).items()}
+
+
+def export_forward(cfg: GPTConfig, platforms: tuple[str, ...] = PLATFORMS) -> Any:
+    """jax.export of the forward pass for `platforms`, batch `b` and length `t` symbolic (Lab 05)."""
+    import jax
+    import jax.numpy as jnp
+
+    # The constraint lets FlaxGPT's `t > seq_len` check resolve at export time (to False).
+    b, t = jax.export.symbolic_shape("b, t", constraints=(f"t <= {cfg.seq_len}",))
+    tokens = jax.ShapeDtypeStruct((b, t), jnp.int32)
+    return jax.export.export(jax.jit(forward_fn(cfg)), platforms=platforms)(weight_specs(cfg), tokens)
+
+
+def export_step(cfg: GPTConfig, max_len: int | None = None, platforms: tuple[str, ...] = PLATFORMS) -> Any:
+    """jax.export of the KV-cache step (flat, tokens, k, v, start, pad), batch and t symbolic (Lab 05)."""
+    import jax
+    import jax.numpy as jnp
+
+    max_len = max_len or cfg.seq_len
+    b, t = jax.export.symbolic_shape("b, t", constraints=(f"t <= {max_len}",))
+    cache = jax.ShapeDtypeStruct((cfg.n_layer, b, max_len, cfg.n_head, cfg.head_dim), jnp.float32)
+    args = (weight_specs(cfg), jax.ShapeDtypeStruct((b, t), jnp.int32), cache, cache,
+            jax.ShapeDtypeStruct((), jnp.int32), jax.ShapeDtypeStruct((b,), jnp.int32))
+    return jax.export.export(jax.jit(jax_step_fn(cfg)), platforms=platforms)(*args)
+
+
+def save_artifact(exported: Any, path: str | Path) -> int:
+    """Serialize an Exported to `path`; returns its size in bytes (Lab 05)."""
+    data = exported.serialize()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_bytes(data)
+    return len(data)
+
+
+def load_artifact(path: str | Path) -> Any:
+    """Deserialize an artifact written by save_artifact (Lab 05)."""
+    import jax
+
+    return jax.export.deserialize(bytearray(Path(path).read_bytes()))
+
+
+FORWARD_NAMES = (("flat", "tokens"), ("logits",))  # (input names, output names)
+STEP_NAMES = (("flat", "tokens", "k_cache", "v_cache", "start", "pad"), ("logits", "k_cache", "v_cache"))
+
+
+def _named_avals(tree: Any, avals: tuple, names: tuple[str, ...]) -> list[tuple[str, str, str]]:
+    """[(name, shape, dtype)] of a flattened signature; names[i] replaces the i-th argument's path."""
+    import jax
+
+    structured = jax.tree.unflatten(tree, list(avals))
+    if isinstance(structured, tuple) and len(structured) == 2 and isinstance(structured[1], dict):
+        structured = structured[0]  # in_tree is (args, kwargs); drop the (empty) kwargs
+    if not isinstance(structured, (tuple, list)):
+        structured = (structured,)
+    out = []
+    for i, arg in enumerate(structured):
+        label = names[i] if i < len(names) else f"arg{i}"
+        for path, aval in jax.tree_util.tree_flatten_with_path(arg)[0]:
+            shape = "(" + ", ".join(str(d) for d in aval.shape) + ")"
+            out.append((label + jax.tree_util.keystr(path), shape, str(aval.dtype)))
+    return out
+
+
+def describe(exported: Any, names: tuple[tuple[str, ...], tuple[str, ...]] = FORWARD_NAMES,
+             max_weights: int = 2) -> dict[str, Any]:
+    """Platforms, input/output names, shapes (symbolic dims by name) and dtypes of an Exported (Lab 05)."""
+    ins = _named_avals(exported.in_tree, exported.in_avals, names[0])
+    outs = _named_avals(exported.out_tree, exported.out_avals, names[1])
+    weights = [i for i in ins if i[0].startswith("flat[")]
+    shown = weights[:max_weights] + ([(f"... {len(weights) - max_weights} more weights", "", "")]
+                                     if len(weights) > max_weights else []) + [i for i in ins if i not in weights]
+    return {
+        "platforms": list(exported.platforms),
+        "inputs": [f"{n} {s} {d}".strip() for n, s, d in shown],
+        "outputs": [f"{n} {s} {d}" for n, s, d in outs],
+        "n_weight_inputs": len(weights),
+        "calling_convention_version": exported.calling_convention_version,
+        "stablehlo_lines": len(exported.mlir_module().splitlines()),
+        "op_counts": op_counts(exported),
+    }
+
+
+def op_counts(exported: Any, top: int = 8) -> dict[str, int]:
+    """The most frequent StableHLO ops of an artifact, e.g. {"stablehlo.dot_general": 12} (Lab 05)."""
+    counts: dict[str, int] = {}
+    for op in re.findall(r"= (stablehlo\.[a-z_]+)", exported.mlir_module()):
+        counts[op] = counts.get(op, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1])[:top])
+
+
+def stablehlo_excerpt(exported: Any, n_ops: int = 12) -> str:
+    """The main function's signature (one argument per line) and its first ops, without locations (Lab 05)."""
+    text = exported.mlir_module()
+    lines = [re.sub(r" loc\(.*\)$", "", ln) for ln in text.splitlines() if not ln.startswith("#loc")]
+    start = next((i for i, ln in enumerate(lines) if "func.func public @main" in ln), 0)
+    sig = re.sub(r" loc\([^)]*\)", "", lines[start])
+    head, _, rest = sig.partition("(")
+    args = [a.strip() for a in re.split(r",\s*(?=%arg)", rest.rsplit(") ->", 1)[0])]
+    result = "-> " + rest.rsplit(") ->", 1)[1].rstrip(" {") if ") ->" in rest else ""
+    keep = args[:3] + ([f"... {len(args) - 5} more arguments ..."] if len(args) > 5 else args[3:-2]) + args[-2:]
+    body = [ln.rstrip()[:150] for ln in lines[start + 1:] if ln.strip()][:n_ops]
+    return "\n".join([head.strip() + "(", ",\n".join("    " + a for a in keep), ") " + result[:150]] + body)
+
+
+# A loader that needs only jax, numpy and safetensors: the point of a portable artifact.
+_FRESH = r"""
+import json, sys, time
+import numpy as np, jax
+from safetensors.numpy import load_file
+art, weights, tokens_in, out = sys.argv[1:5]
+exp = jax.export.deserialize(bytearray(open(art, "rb").read()))
+flat = load_file(weights)
+tokens = np.load(tokens_in)
+t0 = time.perf_counter()
+logits = np.asarray(exp.call(flat, tokens))
+np.save(out, logits)
+print(json.dumps({"platform": jax.devices()[0].platform, "jax": jax.__version__,
+                  "seconds": time.perf_counter() - t0, "modules": sorted(
+                      m for m in ("flax", "labkit", "torch") if m in sys.modules)}))
+"""
+
+
+def run_fresh_process(artifact: str | Path, weights: str | Path, tokens: np.ndarray,
+                      platform: str | None = None, timeout_s: float = 300) -> tuple[np.ndarray, dict[str, Any]]:
+    """Run a forward artifact in a new Python process (jax + safetensors only) -> (logits, info) (Lab 05).
+
+    ``platform`` (e.g. "cpu") sets the child's ``JAX_PLATFORMS``. By default the child uses
+    what it finds, except next to a TPU: a TPU chip belongs to one process at a time, and this
+    one already holds it, so the child then runs the artifact's CPU lowering.
+    """
+    import jax
+
+    env = dict(os.environ)
+    if platform is None and jax.default_backend() == "tpu":
+        platform = "cpu"
+    if platform:
+        env["JAX_PLATFORMS"] = platform
+    with tempfile.TemporaryDirectory() as d:
+        tin, tout = Path(d) / "tokens.npy", Path(d) / "logits.npy"
+        np.save(tin, np.asarray(tokens, dtype=np.int32))
+        r = subprocess.run([sys.executable, "-c", _FRESH, str(artifact), str(weights), str(tin), str(tout)],
+                           capture_output=True, text=True, timeout=timeout_s, env=env)
+        if r.returncode != 0:
+            raise RuntimeError(f"the fresh process failed (exit {r.returncode}):\n{r.stderr[-3000:]}")
+        info = json.loads(r.stdout.strip().splitlines()[-1])
+        return np.load(tout), info

@@ -1,0 +1,187 @@
+"""The course GPT in Flax NNX, and its canonical weight dict (Lab 02).
+
+Same parameterization as ``labkit.gpt.torch_model.TorchGPT`` — see ``labkit.gpt.config`` for the
+config, the shared choices (tied head, no Linear bias, tanh GELU, no dropout) and the
+canonical weight names. Parameters are always fp32; ``dtype`` (e.g. ``jnp.bfloat16``) is the
+*compute* dtype for mixed precision (Lab 04): activations and matmuls run in it, LayerNorm
+statistics and the loss stay in fp32.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterator
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from labkit.runtime import device
+from labkit.gpt.config import GPTConfig
+
+# flax >= 0.12 wants lists of submodules wrapped so NNX sees them as data; 0.11 takes a list.
+_ModuleList = getattr(nnx, "List", list)
+
+
+def _get(var: nnx.Variable) -> Any:
+    # flax >= 0.12 deprecates `.value`; 0.11 has only `.value`.
+    return var.get_value() if hasattr(var, "get_value") else var.value
+
+
+def set_value(var: nnx.Variable, value: jax.Array) -> None:
+    """Write an NNX variable across flax versions (0.12 ``set_value``, 0.11 ``.value``) (Lab 05)."""
+    if hasattr(var, "set_value"):
+        var.set_value(value)
+    else:
+        var.value = value
+
+
+def _normal(std: float) -> Any:
+    return nnx.initializers.normal(stddev=std)
+
+
+class CausalSelfAttention(nnx.Module):
+    """Multi-head causal self-attention with a fused q/k/v projection (Lab 02)."""
+
+    def __init__(self, cfg: GPTConfig, *, dtype: Any, rngs: nnx.Rngs) -> None:
+        d = cfg.d_model
+        resid_std = 0.02 / math.sqrt(2 * cfg.n_layer)  # GPT-2: scale residual writes by depth
+        self.n_head = cfg.n_head
+        self.qkv = nnx.Linear(d, 3 * d, use_bias=False, dtype=dtype,
+                              kernel_init=_normal(0.02), rngs=rngs)  # kernel (d, 3d)
+        self.proj = nnx.Linear(d, d, use_bias=False, dtype=dtype,
+                               kernel_init=_normal(resid_std), rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        b, t, d = x.shape  # (batch, seq, d_model)
+        q, k, v = jnp.split(self.qkv(x), 3, axis=-1)  # each (batch, seq, d_model)
+        # JAX's attention layout is (batch, seq, heads, head_dim): no transpose needed.
+        q, k, v = (z.reshape(b, t, self.n_head, d // self.n_head) for z in (q, k, v))
+        # softmax(q k^T / sqrt(head_dim) + causal mask) v; matches torch SDPA to ~1e-6 in fp32.
+        if q.dtype == jnp.float16 and jax.default_backend() != "gpu":
+            y = _attention_fp32_accumulate(q, k, v)
+        else:  # on Ampere+ GPUs in bf16/fp16: cuDNN's fused (flash) kernel, as torch's SDPA uses
+            y = jax.nn.dot_product_attention(q, k, v, is_causal=True,
+                                             implementation=device.jax_attention_implementation(q.dtype))
+        return self.proj(y.reshape(b, t, d))  # (batch, seq, d_model)
+
+
+def _attention_fp32_accumulate(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+    """Causal attention spelled out, scores accumulated in fp32 (Lab 04).
+
+    ``jax.nn.dot_product_attention`` (jax 0.10) requests the F16_F16_F32 dot algorithm for fp16
+    inputs, which XLA:CPU and TPU reject under jit; ``preferred_element_type=float32`` asks for
+    the same thing (fp16 inputs, fp32 accumulation) in a form every backend compiles.
+    """
+    b, t, n, h = q.shape  # (batch, seq, heads, head_dim)
+    logits = jnp.einsum("btnh,bsnh->bnts", q, k, preferred_element_type=jnp.float32) / jnp.sqrt(jnp.float32(h))
+    causal = jnp.tril(jnp.ones((t, t), dtype=bool))  # (seq, seq): token t sees tokens <= t
+    probs = jax.nn.softmax(jnp.where(causal, logits, -jnp.inf), axis=-1).astype(v.dtype)
+    return jnp.einsum("bnts,bsnh->btnh", probs, v)  # (batch, seq, heads, head_dim)
+
+
+class MLP(nnx.Module):
+    """Position-wise MLP d_model -> d_ff -> d_model with tanh-approximate GELU (Lab 02)."""
+
+    def __init__(self, cfg: GPTConfig, *, dtype: Any, rngs: nnx.Rngs) -> None:
+        resid_std = 0.02 / math.sqrt(2 * cfg.n_layer)
+        self.fc = nnx.Linear(cfg.d_model, cfg.d_ff, use_bias=False, dtype=dtype,
+                             kernel_init=_normal(0.02), rngs=rngs)  # kernel (d_model, d_ff)
+        self.proj = nnx.Linear(cfg.d_ff, cfg.d_model, use_bias=False, dtype=dtype,
+                               kernel_init=_normal(resid_std), rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.proj(jax.nn.gelu(self.fc(x), approximate=True))  # (batch, seq, d_model)
+
+
+class Block(nnx.Module):
+    """Pre-norm transformer block: x + attn(ln1(x)), then x + mlp(ln2(x)) (Lab 02)."""
+
+    def __init__(self, cfg: GPTConfig, *, dtype: Any, rngs: nnx.Rngs) -> None:
+        self.ln1 = nnx.LayerNorm(cfg.d_model, epsilon=cfg.ln_eps, dtype=dtype, rngs=rngs)
+        self.attn = CausalSelfAttention(cfg, dtype=dtype, rngs=rngs)
+        self.ln2 = nnx.LayerNorm(cfg.d_model, epsilon=cfg.ln_eps, dtype=dtype, rngs=rngs)
+        self.mlp = MLP(cfg, dtype=dtype, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))  # (batch, seq, d_model)
+
+
+class FlaxGPT(nnx.Module):
+    """Decoder-only GPT in Flax NNX: tokens (batch, seq) int -> logits (batch, seq, vocab) (Lab 02)."""
+
+    def __init__(self, cfg: GPTConfig, *, rngs: nnx.Rngs | None = None, dtype: Any = None) -> None:
+        rngs = rngs if rngs is not None else nnx.Rngs(0)
+        self.cfg = cfg  # frozen dataclass: static metadata, not a parameter
+        d = cfg.d_model
+        self.wte = nnx.Embed(cfg.vocab_size, d, dtype=dtype, embedding_init=_normal(0.02),
+                             rngs=rngs)  # (vocab, d_model); also the tied head
+        self.wpe = nnx.Embed(cfg.seq_len, d, dtype=dtype, embedding_init=_normal(0.02),
+                             rngs=rngs)  # (seq_len, d_model)
+        self.blocks = _ModuleList([Block(cfg, dtype=dtype, rngs=rngs) for _ in range(cfg.n_layer)])
+        self.ln_f = nnx.LayerNorm(d, epsilon=cfg.ln_eps, dtype=dtype, rngs=rngs)
+
+    def __call__(self, tokens: jax.Array) -> jax.Array:
+        b, t = tokens.shape  # (batch, seq)
+        if t > self.cfg.seq_len:
+            raise ValueError(f"sequence length {t} > cfg.seq_len={self.cfg.seq_len}")
+        x = self.wte(tokens) + self.wpe(jnp.arange(t))[None]  # (batch, seq, d_model)
+        for block in self.blocks:
+            x = block(x)
+        return self.wte.attend(self.ln_f(x))  # tied head: x @ wte.T -> (batch, seq, vocab)
+
+
+def abstract_flax_gpt(cfg: GPTConfig, dtype: Any = None) -> FlaxGPT:
+    """A FlaxGPT whose weights are shapes only (no random init); fill it with flax_load_flat (Lab 05)."""
+    return nnx.eval_shape(lambda: FlaxGPT(cfg, rngs=nnx.Rngs(0), dtype=dtype))
+
+
+def canonical_vars(model: FlaxGPT) -> Iterator[tuple[str, nnx.Variable, bool]]:
+    """(Lab 05) (canonical name, NNX variable, transpose?) for every parameter, in param_shapes order."""
+    yield "wte.weight", model.wte.embedding, False
+    yield "wpe.weight", model.wpe.embedding, False
+    for i, blk in enumerate(model.blocks):
+        p = f"blocks.{i}."
+        yield p + "ln1.weight", blk.ln1.scale, False
+        yield p + "ln1.bias", blk.ln1.bias, False
+        # nnx.Linear kernel is (in, out); the canonical (PyTorch) weight is (out, in).
+        yield p + "attn.qkv.weight", blk.attn.qkv.kernel, True
+        yield p + "attn.proj.weight", blk.attn.proj.kernel, True
+        yield p + "ln2.weight", blk.ln2.scale, False
+        yield p + "ln2.bias", blk.ln2.bias, False
+        yield p + "mlp.fc.weight", blk.mlp.fc.kernel, True
+        yield p + "mlp.proj.weight", blk.mlp.proj.kernel, True
+    yield "ln_f.weight", model.ln_f.scale, False
+    yield "ln_f.bias", model.ln_f.bias, False
+
+
+def flax_flat_params(model: FlaxGPT) -> dict[str, np.ndarray]:
+    """Canonical {name: fp32 numpy array} of a FlaxGPT (PyTorch layout, contiguous) (Lab 05)."""
+    out = {}
+    for name, var, transpose in canonical_vars(model):
+        arr = np.asarray(jax.device_get(_get(var)), dtype=np.float32)
+        # np.array(copy=True): a writable, C-contiguous copy, never a view of device memory.
+        out[name] = np.array(arr.T if transpose else arr, dtype=np.float32, order="C", copy=True)
+    return out
+
+
+def flax_load_flat(model: FlaxGPT, flat: dict[str, np.ndarray]) -> FlaxGPT:
+    """Write a canonical flat dict into a FlaxGPT in place (exact fp32 copy); returns it (Lab 05)."""
+    for name, var, transpose in canonical_vars(model):
+        arr = np.asarray(flat[name], dtype=np.float32)
+        set_value(var, jnp.asarray(arr.T if transpose else arr))
+    return model
+
+
+def cross_entropy_jax(logits: jax.Array, targets: jax.Array) -> jax.Array:
+    """Mean next-token cross-entropy in fp32: logits (batch, seq, vocab), targets (batch, seq) (Lab 02)."""
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)  # (batch, seq, vocab)
+    picked = jnp.take_along_axis(logp, targets[..., None].astype(jnp.int32), axis=-1)
+    return -picked.mean()  # nats per token
+
+
+def flax_loss(model: FlaxGPT, x: jax.Array, y: jax.Array) -> jax.Array:
+    """Mean cross-entropy of model(x) against next tokens y (Lab 02)."""
+    return cross_entropy_jax(model(x), y)

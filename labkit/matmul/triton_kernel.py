@@ -1,0 +1,104 @@
+"""(Lab 01) The same blocked matmul written as a Triton kernel, GPU style: tensor-core tiles.
+
+One Triton *program* (a thread block on the GPU, scheduled onto one SM) owns a
+(BLOCK_M, BLOCK_N) tile of C. It walks K in steps of BLOCK_K: load a (BLOCK_M, BLOCK_K) tile
+of A and a (BLOCK_K, BLOCK_N) tile of B, and `tl.dot` them into an fp32 accumulator held in
+registers; `tl.dot` is what Triton turns into tensor-core MMA instructions (16 x 8 x 16 on
+Ampere, warpgroup MMAs on Hopper; Triton 3.9 gives a T4, sm_75, plain FMAs on the CUDA cores
+instead). Tiles must be powers of two, at least 16 on each side.
+
+Policy for shapes the tiles do not divide: edge tiles are *masked* -- out-of-range loads read
+0 and out-of-range stores are dropped. That is how GPU kernels usually handle edges, and the
+masked-off lanes still occupy the tensor cores: the padding waste labkit.matmul.simt models.
+
+On a CUDA GPU the kernel is compiled. Without one it runs in Triton's interpreter (numpy on
+the CPU, slow: keep to a few hundred per dimension), which labkit.runtime.device switches on before
+Triton reads its environment. Without Triton installed, `available()` is False and `matmul`
+raises a RuntimeError that says how to install it.
+"""
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from labkit.runtime import device
+
+INTERPRET = device.triton_interpret_if_no_gpu()  # must happen before @triton.jit below runs
+_HAVE_TRITON = importlib.util.find_spec("triton") is not None
+SKIP_MESSAGE = ("Triton is not installed, so the Triton kernel is skipped: `pip install triton` "
+                "(Linux x86_64; on a CUDA runtime it usually ships with torch).")
+
+if _HAVE_TRITON:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                       stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                       UPCAST: tl.constexpr):
+        """(Lab 01) One program: C[tile m, tile n] = sum over K tiles of A tile @ B tile."""
+        pid_m, pid_n = tl.program_id(0), tl.program_id(1)  # which C tile this program owns
+        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)      # (BLOCK_M,) row indices of C
+        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)      # (BLOCK_N,) column indices of C
+        rk = tl.arange(0, BLOCK_K)                        # (BLOCK_K,) offsets along K
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # fp32 accumulator, registers
+        for k0 in range(0, K, BLOCK_K):                   # the K walk, one tile per step
+            kk = k0 + rk
+            a = tl.load(a_ptr + rm[:, None] * stride_am + kk[None, :] * stride_ak,
+                        mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)  # (BM, BK)
+            b = tl.load(b_ptr + kk[:, None] * stride_bk + rn[None, :] * stride_bn,
+                        mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)  # (BK, BN)
+            if UPCAST:  # interpreter only: its tl.dot mis-multiplies bf16 (triton#11584)
+                a, b = a.to(tl.float32), b.to(tl.float32)  # exact: bf16 products fit fp32
+            acc = tl.dot(a, b, acc)                       # tensor-core MMAs, fp32 accumulate
+        c = acc.to(c_ptr.dtype.element_ty)                # round once, at the end
+        tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, c,
+                 mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def available() -> bool:
+    """(Lab 01) True when Triton is installed, so `matmul` can run (compiled or interpreted)."""
+    return _HAVE_TRITON
+
+
+def mode() -> str:
+    """(Lab 01) "compiled" on a CUDA GPU, "interpret" on CPU, "unavailable" without Triton."""
+    if not _HAVE_TRITON:
+        return "unavailable"
+    return "interpret" if INTERPRET else "compiled"
+
+
+def _check_tile(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 16 or value & (value - 1):
+        raise ValueError(f"{name} must be a power of two >= 16 (tl.dot's smallest tensor-core "
+                         f"tile), got {value!r}")
+
+
+def matmul(a: Any, b: Any, *, block_m: int = 64, block_n: int = 64, block_k: int = 32) -> Any:
+    """(Lab 01) C = A @ B with the blocked Triton kernel on torch tensors (CUDA, or CPU interpreted)."""
+    import torch
+
+    if not _HAVE_TRITON:
+        raise RuntimeError(SKIP_MESSAGE)
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError(f"matmul takes two matrices, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"inner dimensions do not match: A is {tuple(a.shape)}, B is "
+                         f"{tuple(b.shape)}; A's columns must equal B's rows")
+    if a.dtype != b.dtype or a.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise ValueError(f"A and B must share a dtype among float32, float16, bfloat16; got "
+                         f"{a.dtype} and {b.dtype}")
+    for name, value in (("block_m", block_m), ("block_n", block_n), ("block_k", block_k)):
+        _check_tile(name, value)
+    want = "cpu" if INTERPRET else "cuda"
+    if a.device.type != want or b.device.type != want:
+        raise ValueError(f"Triton runs {mode()} here, so A and B must be on '{want}'; got "
+                         f"{a.device} and {b.device} (use labkit.runtime.device.torch_device())")
+    (M, K), N = a.shape, b.shape[1]
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device)  # (M, N)
+    grid = (triton.cdiv(M, block_m), triton.cdiv(N, block_n))  # one program per C tile
+    matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                         c.stride(0), c.stride(1), BLOCK_M=block_m, BLOCK_N=block_n,
+                         BLOCK_K=block_k, UPCAST=INTERPRET and a.dtype == torch.bfloat16)
+    return c

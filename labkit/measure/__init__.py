@@ -1,0 +1,11 @@
+"""Measurement: timing, rooflines, FLOP counting and MFU (Lab 00 and Lab 02).
+
+Used by every lab topic; imports only the runtime and the shared GPT.
+
+Modules:
+
+- ``bench``     timing asynchronous accelerator work: warm-up, repeats, one reporting rule
+- ``roofline``  measured matmul peak and memory bandwidth; where ops land on the roofline
+- ``flops``     FLOPs of a GPT step: closed form and as XLA and torch count them
+- ``mfu``       model FLOPs utilization over a named peak; the per-op time breakdown
+"""

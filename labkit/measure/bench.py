@@ -1,0 +1,222 @@
+"""Timing asynchronous accelerator work correctly (Lab 00).
+
+GPUs and TPUs run work asynchronously: ``jnp.dot`` or ``torch.mm`` returns as soon as the work
+is *queued*. A correct timer therefore (1) warms up so compilation and autotuning are not
+timed, (2) waits for the device before stopping the clock, (3) repeats and reports the
+median and spread, and (4) can feed fresh inputs each repeat so caches and result reuse do
+not flatter the number. All three frameworks (JAX, torch CUDA, torch-xla) go through
+:func:`time_fn`; they differ only in the ``sync`` function, which comes from
+:mod:`labkit.runtime.device`.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence, TypeVar
+
+T = TypeVar("T")
+
+MIN_WINDOW_S = 0.02  # calls=None: a timed repeat lasts at least this long (s), so a sync's ~10-100 us is noise
+MAX_CALLS = 100  # ... with at most this many back-to-back calls per repeat
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall-clock times of repeated runs of one function, in seconds (Lab 00)."""
+
+    times_s: tuple[float, ...]  # one entry per timed repeat, seconds
+    warmup: int  # untimed runs before the first timed one
+    label: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def median_s(self) -> float:
+        """Median seconds per call: robust to the odd slow repeat (Lab 00)."""
+        return statistics.median(self.times_s)
+
+    @property
+    def min_s(self) -> float:
+        """Fastest repeat, seconds (Lab 00)."""
+        return min(self.times_s)
+
+    @property
+    def max_s(self) -> float:
+        """Slowest repeat, seconds (Lab 00)."""
+        return max(self.times_s)
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range over median: 0.05 means repeats agree to about 5% (Lab 00)."""
+        if len(self.times_s) < 4:
+            return (self.max_s - self.min_s) / self.median_s if self.median_s else 0.0
+        q1, _, q3 = statistics.quantiles(self.times_s, n=4)
+        return (q3 - q1) / self.median_s if self.median_s else 0.0
+
+    def rate(self, work: float) -> float:
+        """``work`` per second at the median time, e.g. FLOP/s from FLOPs per call (Lab 00)."""
+        return work / self.median_s
+
+    def __str__(self) -> str:
+        return (
+            f"{self.label or 'timing'}: median {self.median_s * 1e3:.3f} ms "
+            f"(min {self.min_s * 1e3:.3f}, max {self.max_s * 1e3:.3f}, "
+            f"IQR/median {self.spread:.1%}, n={len(self.times_s)})"
+        )
+
+
+def time_fn(
+    fn: Callable[..., Any],
+    make_inputs: Callable[[int], Sequence[Any]] | None = None,
+    *,
+    sync: Callable[[Any], Any],
+    warmup: int = 2,
+    repeats: int = 10,
+    label: str = "",
+    calls: int | None = 1,
+) -> Timing:
+    """Time ``fn(*make_inputs(i))`` with warm-up, device sync and fresh inputs (Lab 00).
+
+    ``make_inputs(i)`` builds the arguments for call ``i`` *outside* the timed region;
+    ``sync(x)`` must block until ``x`` (inputs or outputs) is really computed.
+
+    ``calls`` > 1 times that many back-to-back calls per repeat (alternating two fresh input
+    sets) and records their mean: the device never idles between calls, so a repeat measures
+    sustained throughput, not one call plus a sync round trip (~10-100 us on a GPU, as long as
+    a whole 2048^3 matmul) started from a GPU that idled while the host made inputs.
+    ``None`` picks enough calls for a repeat to last ``MIN_WINDOW_S`` (at most ``MAX_CALLS``).
+    """
+    if repeats < 1 or warmup < 0 or (calls is not None and calls < 1):
+        raise ValueError(f"need repeats >= 1, warmup >= 0 and calls >= 1 (or None), "
+                         f"got repeats={repeats}, warmup={warmup}, calls={calls}")
+    make = make_inputs or (lambda i: ())
+    for i in range(warmup):  # compile, autotune, allocate: none of it is the steady state
+        sync(fn(*make(i)))
+    if calls is None:  # one warm call, timed, sets the count
+        args = make(warmup)
+        sync(args)
+        t0 = time.perf_counter()
+        sync(fn(*args))
+        one = max(time.perf_counter() - t0, 1e-9)
+        calls = max(1, min(MAX_CALLS, math.ceil(MIN_WINDOW_S / one)))
+    times: list[float] = []
+    for i in range(repeats):
+        sets = [make(warmup + i * min(calls, 2) + j) for j in range(min(calls, 2))]
+        sync(sets)  # input generation must not leak into the timed region
+        t0 = time.perf_counter()
+        for j in range(calls):
+            out = fn(*sets[j % len(sets)])
+        sync(out)  # wait for the device, not just for the queue
+        times.append((time.perf_counter() - t0) / calls)
+    return Timing(tuple(times), warmup, label, {"calls": calls})
+
+
+def time_jax(
+    fn: Callable[..., Any],
+    make_inputs: Callable[[int], Sequence[Any]] | None = None,
+    *,
+    warmup: int = 2,
+    repeats: int = 10,
+    label: str = "",
+    calls: int | None = 1,
+) -> Timing:
+    """Time a JAX function, blocking on its outputs with ``jax.block_until_ready`` (Lab 00)."""
+    import jax
+
+    return time_fn(fn, make_inputs, sync=jax.block_until_ready, warmup=warmup, repeats=repeats, label=label,
+                   calls=calls)
+
+
+def time_torch(
+    fn: Callable[..., Any],
+    make_inputs: Callable[[int], Sequence[Any]] | None = None,
+    *,
+    device: Any = "cpu",
+    warmup: int = 2,
+    repeats: int = 10,
+    label: str = "",
+    calls: int | None = 1,
+) -> Timing:
+    """Time a torch function on CPU, CUDA or XLA, synchronising that device (Lab 00)."""
+    from labkit.runtime.device import torch_sync
+
+    wait = torch_sync(device)
+    return time_fn(fn, make_inputs, sync=lambda _: wait(), warmup=warmup, repeats=repeats, label=label, calls=calls)
+
+
+def queue_and_run_s(fn: Callable[[], Any], sync: Callable[[Any], None], warmup: int = 1,
+                    repeats: int = 3) -> tuple[float, float]:
+    """(Lab 02) Seconds until ``fn()`` returns (its work queued) and until ``sync`` says it is done.
+
+    On an asynchronous device the first is the host's share only. Of ``repeats`` tries, returns
+    the one queued fastest: a busy host only ever adds time.
+    """
+    if repeats < 1:
+        raise ValueError(f"need repeats >= 1, got {repeats}")
+    for _ in range(warmup):  # compilation, autotuning, library handles: not part of either time
+        sync(fn())
+    best: tuple[float, float] | None = None
+    for _ in range(repeats):
+        sync(None)  # start with nothing queued
+        t0 = time.perf_counter()
+        out = fn()
+        queued = time.perf_counter() - t0
+        sync(out)
+        done = time.perf_counter() - t0
+        if best is None or queued < best[0]:
+            best = (queued, done)
+    assert best is not None
+    return best
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    """A taught timing claim and the measurements it was judged on (Lab 02)."""
+
+    values: tuple[float, ...]  # each point's best over all attempts (fastest time or highest rate)
+    attempts: int  # measurements taken; more than 1 means noise hid the effect at first
+    holds: bool  # whether the claim holds on ``values``
+
+    def __str__(self) -> str:
+        verdict = "holds" if self.holds else "does NOT hold"
+        extra = "" if self.attempts == 1 else f" (after {self.attempts} measurements: noise hid it at first)"
+        return f"claim {verdict}{extra}"
+
+
+def confirm(
+    measure: Callable[[], Sequence[float]],
+    claim: Callable[[tuple[float, ...]], bool],
+    *,
+    higher_is_better: bool = True,
+    attempts: int = 3,
+    first: Sequence[float] | None = None,
+) -> Confirmed:
+    """Judge a claim about timings (A is faster than B) on enough measurements to beat noise (Lab 02).
+
+    On a shared machine other work only ever *adds* time, so each point keeps its best value over
+    all attempts -- the same rule as "the fastest of several repeats", with more repeats. Up to
+    ``attempts`` measurements are taken, stopping as soon as the claim holds; ``first`` is an
+    already taken measurement that counts as attempt 1. The caller asserts ``.holds``: a claim that
+    is false stays false however often it is measured.
+    """
+    if attempts < 1:
+        raise ValueError(f"need attempts >= 1, got {attempts}")
+    best = max if higher_is_better else min
+    values = tuple(float(v) for v in (first if first is not None else measure()))
+    n = 1
+    while not claim(values) and n < attempts:
+        again = tuple(float(v) for v in measure())
+        if len(again) != len(values):
+            raise ValueError(f"measure() returned {len(again)} values, the first measurement {len(values)}")
+        values = tuple(best(a, b) for a, b in zip(values, again))
+        n += 1
+    return Confirmed(values, n, bool(claim(values)))
+
+
+def progress(items: Iterable[T], desc: str = "", total: int | None = None) -> Iterable[T]:
+    """Wrap a long sweep in a progress bar that renders in notebooks and terminals (Lab 00)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc=desc, total=total, leave=False)

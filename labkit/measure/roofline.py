@@ -1,0 +1,258 @@
+"""Rooflines: measured matmul peak, measured memory bandwidth, and where ops land (Lab 00).
+
+A roofline says the best FLOP/s an op can reach is ``min(peak, intensity * bandwidth)``
+where intensity is FLOPs per byte moved to and from memory. Ops left of the ridge point
+(``peak / bandwidth``) are memory-bound; right of it, compute-bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from labkit.measure.bench import Timing, progress, time_jax, time_torch
+
+BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}  # bytes per element in memory
+
+
+def matmul_flops(m: int, n: int, k: int) -> int:
+    """FLOPs of an (m,k) @ (k,n) matmul: one multiply and one add per MAC (Lab 00)."""
+    return 2 * m * n * k
+
+
+def matmul_bytes(m: int, n: int, k: int, bytes_per_element: int) -> int:
+    """Bytes a matmul must move at least: read A and B once, write C once (Lab 00)."""
+    return (m * k + k * n + m * n) * bytes_per_element
+
+
+def ridge_point(peak_flops: float, bandwidth_bytes_per_s: float) -> float:
+    """Intensity (FLOP/byte) where an op stops being memory-bound (Lab 00)."""
+    if peak_flops <= 0 or bandwidth_bytes_per_s <= 0:
+        raise ValueError("peak FLOP/s and bandwidth (bytes/s) must both be positive")
+    return peak_flops / bandwidth_bytes_per_s
+
+
+def attainable(intensity: float | np.ndarray, peak_flops: float, bandwidth_bytes_per_s: float) -> Any:
+    """Roofline ceiling in FLOP/s at a given intensity in FLOP/byte (Lab 00)."""
+    return np.minimum(peak_flops, np.asarray(intensity) * bandwidth_bytes_per_s)
+
+
+@dataclass(frozen=True)
+class OpPoint:
+    """One measured op on the roofline: its work, its traffic and its time (Lab 00)."""
+
+    name: str
+    framework: str  # "jax" | "torch"
+    dtype: str
+    flops: float  # FLOPs per call
+    bytes: float  # bytes read + written per call (minimum, assuming perfect caching)
+    timing: Timing
+
+    @property
+    def intensity(self) -> float:
+        """FLOP per byte (Lab 00)."""
+        return self.flops / self.bytes
+
+    @property
+    def flops_per_s(self) -> float:
+        """Achieved FLOP/s at the median time (Lab 00)."""
+        return self.timing.rate(self.flops)
+
+    @property
+    def bytes_per_s(self) -> float:
+        """Achieved bytes/s at the median time (Lab 00)."""
+        return self.timing.rate(self.bytes)
+
+    @property
+    def fastest_flops_per_s(self) -> float:
+        """FLOP/s of the fastest repeat: on a shared machine noise only adds time (Lab 02)."""
+        return self.flops / self.timing.min_s
+
+
+# --------------------------------------------------------------------------------------
+# JAX
+# --------------------------------------------------------------------------------------
+
+
+def _jnp_dtype(dtype: str) -> Any:
+    import jax.numpy as jnp
+
+    if dtype not in BYTES or dtype == "tf32":
+        raise ValueError(f"dtype {dtype!r} not measurable here; use one of fp32, bf16, fp16")
+    return {"fp32": jnp.float32, "bf16": jnp.bfloat16, "fp16": jnp.float16}[dtype]
+
+
+def matmul_jax(m: int, n: int, k: int, dtype: str = "bf16", repeats: int = 10, device: Any = None) -> OpPoint:
+    """Time an (m,k)@(k,n) matmul in JAX, fresh random inputs every repeat (Lab 00).
+
+    fp32 uses ``precision="highest"`` so it is true fp32 everywhere: JAX's DEFAULT would
+    quietly use TF32 on Ampere+ GPUs and bf16 passes on TPU (Lab 04 measures those).
+    """
+    import jax
+
+    dt = _jnp_dtype(dtype)
+    dev = device or jax.devices()[0]
+    precision = "highest" if dtype == "fp32" else None
+    mm = jax.jit(lambda a, b: jax.numpy.matmul(a, b, precision=precision))  # runs where its inputs live
+
+    def make(i: int) -> tuple[Any, Any]:
+        ka, kb = jax.random.split(jax.random.key(i))
+        a = jax.device_put(jax.random.normal(ka, (m, k), dt), dev)
+        b = jax.device_put(jax.random.normal(kb, (k, n), dt), dev)
+        return a, b
+
+    # On an accelerator, back-to-back calls per repeat (bench.time_fn): sustained throughput, the
+    # way a training step keeps the chip busy. On a CPU one call per repeat (it is long anyway).
+    calls = None if dev.platform != "cpu" else 1
+    t = time_jax(mm, make, repeats=repeats, label=f"jax matmul {m}x{k}x{n} {dtype}", calls=calls)
+    return OpPoint(f"matmul {m}x{k}x{n}", "jax", dtype, matmul_flops(m, n, k), matmul_bytes(m, n, k, BYTES[dtype]), t)
+
+
+def stream_jax(n_elements: int, dtype: str = "fp32", repeats: int = 10) -> OpPoint:
+    """Bandwidth probe ``y = x + 1`` in JAX: reads and writes every element once (Lab 00).
+
+    ``x + 1`` rather than a bare copy so XLA cannot alias the output to the input.
+    """
+    import jax
+
+    dt = _jnp_dtype(dtype)
+    f = jax.jit(lambda x: x + 1)
+    make = lambda i: (jax.random.normal(jax.random.key(i), (n_elements,), dt),)  # noqa: E731
+    t = time_jax(f, make, repeats=repeats, label=f"jax stream {n_elements} {dtype}")
+    nbytes = 2 * n_elements * BYTES[dtype]  # read x, write y
+    return OpPoint(f"stream {n_elements * BYTES[dtype] / 2**20:.0f} MiB", "jax", dtype, n_elements, nbytes, t)
+
+
+def add_jax(n_elements: int, repeats: int = 10) -> OpPoint:
+    """Elementwise ``x + y`` in fp32: 1 FLOP per 12 bytes, deep in memory-bound land (Lab 00)."""
+    import jax
+
+    f = jax.jit(lambda x, y: x + y)
+
+    def make(i: int) -> tuple[Any, Any]:
+        ka, kb = jax.random.split(jax.random.key(i))
+        return jax.random.normal(ka, (n_elements,)), jax.random.normal(kb, (n_elements,))
+
+    t = time_jax(f, make, repeats=repeats, label="jax add")
+    return OpPoint("elementwise add", "jax", "fp32", n_elements, 3 * 4 * n_elements, t)
+
+
+def softmax_jax(rows: int, cols: int, repeats: int = 10) -> OpPoint:
+    """Row softmax in fp32; FLOPs counted as 5 per element (max, sub, exp, sum, div) (Lab 00)."""
+    import jax
+
+    f = jax.jit(lambda x: jax.nn.softmax(x, axis=-1))
+    make = lambda i: (jax.random.normal(jax.random.key(i), (rows, cols)),)  # noqa: E731
+    t = time_jax(f, make, repeats=repeats, label="jax softmax")
+    return OpPoint("softmax", "jax", "fp32", 5 * rows * cols, 2 * 4 * rows * cols, t)
+
+
+# --------------------------------------------------------------------------------------
+# torch
+# --------------------------------------------------------------------------------------
+
+
+def _torch_dtype(dtype: str) -> Any:
+    import torch
+
+    if dtype not in ("fp32", "bf16", "fp16"):
+        raise ValueError(f"dtype {dtype!r} not measurable here; use one of fp32, bf16, fp16")
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+
+
+def matmul_torch(m: int, n: int, k: int, dtype: str = "bf16", device: Any = "cpu", repeats: int = 10) -> OpPoint:
+    """Time an (m,k)@(k,n) matmul in torch on ``device``, fresh inputs each repeat (Lab 00).
+
+    torch's default fp32 matmul precision is "highest" (true fp32), matching :func:`matmul_jax`.
+    """
+    import torch
+
+    dt = _torch_dtype(dtype)
+    kind = torch.device(device).type
+    # On CUDA draw the inputs there: an 8192^2 randn on the host takes ~0.5 s and idles the GPU.
+    gen = torch.Generator(device="cuda" if kind == "cuda" else "cpu")
+    where = device if kind == "cuda" else "cpu"
+
+    def make(i: int) -> tuple[Any, Any]:
+        gen.manual_seed(i)
+        a = torch.randn(m, k, generator=gen, dtype=torch.float32, device=where).to(device=device, dtype=dt)
+        b = torch.randn(k, n, generator=gen, dtype=torch.float32, device=where).to(device=device, dtype=dt)
+        return a, b
+
+    calls = None if kind != "cpu" else 1  # sustained throughput on an accelerator (see matmul_jax)
+    t = time_torch(torch.matmul, make, device=device, repeats=repeats, label=f"torch matmul {m}x{k}x{n} {dtype}",
+                   calls=calls)
+    return OpPoint(f"matmul {m}x{k}x{n}", "torch", dtype, matmul_flops(m, n, k), matmul_bytes(m, n, k, BYTES[dtype]), t)
+
+
+def stream_torch(n_elements: int, dtype: str = "fp32", device: Any = "cpu", repeats: int = 10) -> OpPoint:
+    """Bandwidth probe ``y = x + 1`` in torch into a preallocated output (Lab 00)."""
+    import torch
+
+    dt = _torch_dtype(dtype)
+    out = torch.empty(n_elements, dtype=dt, device=device)
+    make = lambda i: (torch.randn(n_elements, dtype=torch.float32).to(device=device, dtype=dt),)  # noqa: E731
+    t = time_torch(lambda x: torch.add(x, 1, out=out), make, device=device, repeats=repeats, label="torch stream")
+    nbytes = 2 * n_elements * BYTES[dtype]
+    return OpPoint(f"stream {n_elements * BYTES[dtype] / 2**20:.0f} MiB", "torch", dtype, n_elements, nbytes, t)
+
+
+# --------------------------------------------------------------------------------------
+# Sweeps and the plot
+# --------------------------------------------------------------------------------------
+
+
+def matmul_sweep(
+    framework: str, sizes: Sequence[int], dtype: str, repeats: int = 10, device: Any = "cpu"
+) -> list[OpPoint]:
+    """Square matmuls of each size; the best of them is the *achievable* peak (Lab 00)."""
+    if framework not in ("jax", "torch"):
+        raise ValueError(f"framework must be 'jax' or 'torch', got {framework!r}")
+    pts = []
+    for s in progress(sizes, desc=f"{framework} {dtype} matmul"):
+        if framework == "jax":
+            pts.append(matmul_jax(s, s, s, dtype, repeats))
+        else:
+            pts.append(matmul_torch(s, s, s, dtype, device, repeats))
+    return pts
+
+
+def best(points: Sequence[OpPoint]) -> OpPoint:
+    """The point with the highest achieved FLOP/s (Lab 00)."""
+    if not points:
+        raise ValueError("no measurements to choose from")
+    return max(points, key=lambda p: p.flops_per_s)
+
+
+def plot_roofline(
+    peak_flops: float,
+    bandwidth: float,
+    ops: Sequence[OpPoint] = (),
+    spec_peak_flops: float | None = None,
+    spec_bandwidth: float | None = None,
+    title: str = "",
+    ax: Any = None,
+) -> Any:
+    """Log-log roofline: measured ceiling, spec ceiling (dashed) and ops as points (Lab 00)."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(7, 4.5))[1]
+    lo = min([0.05] + [p.intensity / 3 for p in ops])
+    hi = max([ridge_point(peak_flops, bandwidth) * 30] + [p.intensity * 3 for p in ops])
+    x = np.logspace(np.log10(lo), np.log10(hi), 200)
+    ax.loglog(x, attainable(x, peak_flops, bandwidth) / 1e12, "k-", label="measured roofline")
+    if spec_peak_flops and spec_bandwidth:
+        ax.loglog(x, attainable(x, spec_peak_flops, spec_bandwidth) / 1e12, "k--", alpha=0.5, label="spec sheet")
+    r = ridge_point(peak_flops, bandwidth)
+    ax.axvline(r, color="grey", lw=0.8, ls=":")
+    ax.annotate(f"ridge {r:.0f} FLOP/B", (r, peak_flops / 1e12), textcoords="offset points", xytext=(5, -14), fontsize=8)
+    for p in ops:
+        ax.loglog(p.intensity, p.flops_per_s / 1e12, "o", label=f"{p.name} ({p.framework}, {p.dtype})")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(title or "roofline")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(True, which="both", alpha=0.2)
+    return ax

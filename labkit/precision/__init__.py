@@ -1,0 +1,11 @@
+"""Precision: what fp32/tf32/bf16/fp16/fp8 do to range, error, speed and memory (Lab 04).
+
+Modules:
+
+- ``formats``     number formats: range, rounding, accumulation
+- ``matmul``      what an "fp32" matmul really computes here, against float64
+- ``fp8``         scaled fp8 matmuls: e4m3 forward, e5m2 gradients
+- ``loss_scale``  static and dynamic loss scaling, JAX and PyTorch
+- ``train``       train the course GPT in fp32, bf16, fp16 + loss scaling (PyTorch, and the runs of both)
+- ``train_jax``   the JAX half of that training
+"""

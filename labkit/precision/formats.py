@@ -1,0 +1,292 @@
+"""Number formats for deep learning: range, rounding, accumulation (Lab 04).
+
+Every figure here is computed from the format itself -- ``ml_dtypes.finfo`` for the formats
+numpy can hold (fp32, bf16, fp16, fp8 e4m3 / e5m2), ``np.iinfo`` for int8, and the IEEE-style
+bit layout for tf32 (1 sign, 8 exponent, 10 mantissa bits), which is not a storage type at all:
+it is how NVIDIA tensor cores (Ampere and later) read fp32 inputs. :func:`round_mantissa`
+emulates it by rounding an fp32 mantissa to 10 bits with a bit mask. Which chips compute in
+each format natively comes from :mod:`labkit.runtime.hardware`.
+
+The demos the lab calls: :func:`range_probe` (overflow / underflow), :func:`rounding_errors`,
+:func:`accumulation_errors` (long dot products, low-precision vs fp32 accumulation). The
+default-matmul-precision measurement is :mod:`labkit.precision.matmul`, fp8 is :mod:`labkit.precision.fp8`,
+loss scaling :mod:`labkit.precision.loss_scale`, training per precision :mod:`labkit.precision.train`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import ml_dtypes
+import numpy as np
+
+from labkit.runtime import hardware
+
+# Course name -> numpy dtype (None: no storage type). "fp8_e4m3" is OCP/NVIDIA E4M3 ("fn":
+# finite, no inf); "fp8_e5m2" is IEEE-like with inf. Order = the lab's table order.
+_DTYPES: dict[str, Any] = {
+    "fp32": np.float32,
+    "tf32": None,  # a tensor-core input format: fp32 storage, 10 mantissa bits used
+    "bf16": ml_dtypes.bfloat16,
+    "fp16": np.float16,
+    "fp8_e4m3": ml_dtypes.float8_e4m3fn,
+    "fp8_e5m2": ml_dtypes.float8_e5m2,
+    "int8": np.int8,
+}
+FORMATS: tuple[str, ...] = tuple(_DTYPES)
+# Which labkit.runtime.hardware peak column a format's matmuls run at.
+HW_KEY = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16", "fp8_e4m3": "fp8",
+          "fp8_e5m2": "fp8", "int8": "int8"}
+TF32_BITS = (1, 8, 10)  # sign, exponent, mantissa: NVIDIA A100 whitepaper, "TF32"
+
+
+class UnknownFormatError(ValueError):
+    """(Lab 04) A format name that is not in FORMATS."""
+
+
+def check_format(name: str) -> str:
+    """(Lab 04) Return name if it is a known format, else raise listing the valid ones."""
+    if name not in _DTYPES:
+        raise UnknownFormatError(f"unknown number format {name!r}; valid formats are "
+                                 f"{', '.join(FORMATS)}")
+    return name
+
+
+def dtype_of(name: str) -> Any:
+    """(Lab 04) The numpy/ml_dtypes dtype that stores format ``name`` (tf32 -> float32)."""
+    d = _DTYPES[check_format(name)]
+    return np.float32 if d is None else d
+
+
+@dataclass(frozen=True)
+class Format:
+    """(Lab 04) One number format's bit layout and range, computed from the format."""
+
+    name: str
+    bits: int                 # storage bits (tf32: 19 significant bits in a 32-bit word)
+    sign_bits: int
+    exponent_bits: int
+    mantissa_bits: int        # explicit fraction bits; normal numbers have one more, implicit
+    max: float                # largest finite value
+    smallest_normal: float | None
+    smallest_subnormal: float | None
+    eps: float                # gap between 1 and the next value (int8: the integer step, 1)
+    has_inf: bool             # False for fp8 e4m3 (overflow gives NaN) and int8
+    native_on: tuple[str, ...]  # chips with a native matrix path (labkit.runtime.hardware)
+
+    def as_row(self) -> dict[str, Any]:
+        """(Lab 04) A JSON-able dict for the lab's table and the run report."""
+        row = asdict(self)
+        row["native_on"] = ", ".join(self.native_on) or "none in the table"
+        return row
+
+
+def ieee_like(exponent_bits: int, mantissa_bits: int) -> dict[str, float]:
+    """(Lab 04) max / smallest normal / smallest subnormal / eps of an IEEE-style layout.
+
+    IEEE-style: bias = 2**(e-1) - 1 and the all-ones exponent is reserved for inf/NaN, so the
+    largest exponent is bias; a normal value is 1.m * 2**exp (the 1 is the implicit bit).
+    """
+    bias = 2 ** (exponent_bits - 1) - 1
+    return {"max": math.ldexp(2.0 - 2.0 ** -mantissa_bits, bias),
+            "smallest_normal": math.ldexp(1.0, 1 - bias),
+            "smallest_subnormal": math.ldexp(1.0, 1 - bias - mantissa_bits),
+            "eps": 2.0 ** -mantissa_bits}
+
+
+def native_chips(name: str, chips: Sequence[str] | None = None) -> tuple[str, ...]:
+    """(Lab 04) Canonical names of chips (default: all in labkit.runtime.hardware) computing in ``name``."""
+    key = HW_KEY[check_format(name)]
+    specs = [hardware.lookup(c) for c in (chips if chips is not None else hardware.CHIPS)]
+    return tuple(s.name for s in specs if s is not None and s.peak_tflops.get(key) is not None)
+
+
+def format_info(name: str, chips: Sequence[str] | None = None) -> Format:
+    """(Lab 04) The Format of ``name``: finfo / iinfo, or the bit layout for tf32."""
+    check_format(name)
+    native = native_chips(name, chips)
+    if name == "tf32":
+        _, e, m = TF32_BITS
+        f = ieee_like(e, m)
+        return Format(name, 1 + e + m, 1, e, m, f["max"], f["smallest_normal"],
+                      f["smallest_subnormal"], f["eps"], True, native)
+    dt = _DTYPES[name]
+    if name == "int8":
+        ii = np.iinfo(dt)
+        return Format(name, ii.bits, 1, 0, ii.bits - 1, float(ii.max), None, None, 1.0, False,
+                      native)
+    fi = ml_dtypes.finfo(dt)
+    inf = np.array(np.inf, np.float32).astype(dt).astype(np.float32)  # what inf becomes
+    return Format(name, int(fi.bits), 1, int(fi.nexp), int(fi.nmant), float(fi.max),
+                  float(fi.smallest_normal), float(fi.smallest_subnormal), float(fi.eps),
+                  bool(np.isinf(inf)), native)
+
+
+def format_table(chips: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """(Lab 04) One row per format in FORMATS; ``native_on`` limited to ``chips`` if given."""
+    return [format_info(n, chips).as_row() for n in FORMATS]
+
+
+# --------------------------------------------------------------------------- rounding
+
+
+def round_mantissa(x: Any, mantissa_bits: int, mode: str = "nearest") -> np.ndarray:
+    """(Lab 04) fp32 values with the mantissa cut to ``mantissa_bits`` by bit masking (tf32 = 10).
+
+    ``mode="nearest"``: round to nearest, ties to even (what a cast does); ``"truncate"``: chop
+    the low bits (toward zero). NVIDIA does not document which one cuBLAS uses for tf32; the
+    two differ by at most one tf32 step. Overflow past the format's max carries into the
+    exponent and gives inf, as a real cast would; NaN stays NaN.
+    """
+    if not 0 <= mantissa_bits <= 23:
+        raise ValueError(f"mantissa_bits must be in [0, 23] for fp32 input, got {mantissa_bits}")
+    if mode not in ("nearest", "truncate"):
+        raise ValueError(f"mode must be 'nearest' or 'truncate', got {mode!r}")
+    x32 = np.asarray(x, dtype=np.float32)
+    bits = x32.view(np.uint32).astype(np.uint64)  # 1 sign | 8 exponent | 23 mantissa bits
+    drop = 23 - mantissa_bits  # low mantissa bits to remove
+    if drop == 0:
+        return x32.copy()
+    if mode == "nearest":
+        half = (1 << (drop - 1)) - 1  # just under half an ulp of the target format ...
+        bits = bits + half + ((bits >> drop) & 1)  # ... plus 1 if the kept lsb is odd: ties-to-even
+    mask = np.uint64(0xFFFFFFFF ^ ((1 << drop) - 1))
+    out = (bits & mask).astype(np.uint32).view(np.float32)
+    return np.where(np.isnan(x32), x32, out)
+
+
+def round_to(x: Any, name: str) -> np.ndarray:
+    """(Lab 04) ``x`` stored in format ``name`` and read back as float64.
+
+    Floats round to nearest (ties to even); out-of-range values become inf, or NaN for fp8 e4m3
+    (no inf). int8 has no scale of its own here: round to an integer, saturate to [-128, 127].
+    """
+    check_format(name)
+    x64 = np.asarray(x, dtype=np.float64)
+    if name == "int8":
+        return np.clip(np.rint(x64), -128, 127)
+    with np.errstate(over="ignore"):  # overflow to inf is the point of the range demo
+        if name == "tf32":
+            return round_mantissa(x64.astype(np.float32), TF32_BITS[2]).astype(np.float64)
+        return x64.astype(_DTYPES[name]).astype(np.float64)
+
+
+def rounding_errors(value: float, formats: Sequence[str] = FORMATS) -> list[dict[str, Any]]:
+    """(Lab 04) What each format stores for ``value``, with absolute and relative error."""
+    rows = []
+    for name in formats:
+        stored = float(round_to(value, name))
+        err = abs(stored - value) if math.isfinite(stored) else math.inf
+        rows.append({"format": name, "stored": stored, "abs error": err,
+                     "rel error": err / abs(value) if value else err,
+                     "unit roundoff (eps/2)": format_info(name).eps / 2})
+    return rows
+
+
+def _fate(x: float, stored: float, f: Format) -> str:
+    if f.name == "int8":
+        if abs(x) > 127.5:
+            return "saturates (int8 has no inf)"
+        return "rounds to 0 (integer step 1: int8 needs a scale)" if stored == 0 and x else (
+            "ok" if stored == x else "rounds to an integer")
+    if math.isnan(stored):
+        return "overflow -> NaN (no inf in this format)"
+    if math.isinf(stored):
+        return "overflow -> inf"
+    if stored == 0.0 and x != 0.0:
+        return "underflow -> 0"
+    if f.smallest_normal is not None and abs(x) < f.smallest_normal:
+        return "subnormal (fewer significant bits)"
+    return "ok" if stored == x else "rounded"
+
+
+def range_probe(values: Sequence[float], formats: Sequence[str] = FORMATS) -> list[dict[str, Any]]:
+    """(Lab 04) For each value and format: what is stored and what happened (overflow, ...)."""
+    rows = []
+    for x in values:
+        for name in formats:
+            stored = float(round_to(x, name))
+            rows.append({"value": float(x), "format": name, "stored": stored,
+                         "what happened": _fate(float(x), stored, format_info(name))})
+    return rows
+
+
+def representable(name: str) -> np.ndarray:
+    """(Lab 04) All finite non-negative values of a <=16-bit float format, sorted (enumerated)."""
+    f = format_info(name)
+    if name in ("fp32", "tf32", "int8"):
+        raise ValueError(f"{name} has too many values (or is not a float) to enumerate; "
+                         "use spacing() for fp32/tf32")
+    codes = np.arange(2 ** (f.bits - 1), dtype=np.uint16 if f.bits == 16 else np.uint8)
+    with np.errstate(invalid="ignore"):  # NaN bit patterns are dropped below
+        vals = codes.view(_DTYPES[name]).astype(np.float64)  # sign bit 0: every +value
+    return np.sort(vals[np.isfinite(vals)])
+
+
+def spacing(name: str, x: Any) -> np.ndarray:
+    """(Lab 04) Gap to the next representable value above |x| (the ulp), from the bit layout."""
+    f = format_info(name)
+    if name == "int8":
+        return np.ones_like(np.asarray(x, dtype=np.float64))
+    ax = np.abs(np.asarray(x, dtype=np.float64))
+    e = np.floor(np.log2(np.maximum(ax, f.smallest_normal)))  # subnormals share the lowest binade
+    return np.ldexp(1.0, (e - f.mantissa_bits).astype(int))
+
+
+# ------------------------------------------------------------------------- accumulation
+
+
+def sequential_sum(values: np.ndarray, name: str) -> float:
+    """(Lab 04) Left-to-right sum with every partial sum rounded to ``name`` (a narrow accumulator)."""
+    dt = dtype_of(name)
+    return float(np.add.accumulate(np.asarray(values).astype(dt))[-1])  # ml_dtypes rounds per add
+
+
+def accumulation_errors(lengths: Sequence[int], name: str = "bf16", seed: int = 0,
+                        frameworks: Sequence[str] = ("jax", "torch"), torch_device: Any = "cpu",
+                        trials: int = 3) -> list[dict[str, Any]]:
+    """(Lab 04) Mean relative error vs float64 of length-n dot products of ``name`` inputs, per method.
+
+    Inputs are uniform in [0, 1) and already rounded to ``name``, and the float64 reference uses
+    those rounded inputs, so the error is accumulation (and output rounding) only; averaged over
+    ``trials`` random draws. Methods: a narrow sequential accumulator (numpy + ml_dtypes: each
+    product and partial sum rounded), ``jnp.dot`` returning ``name`` vs
+    ``preferred_element_type=float32``, and ``torch.dot`` on ``name`` tensors vs on fp32 copies
+    (fp32 accumulation dtype).
+    """
+    dt = dtype_of(check_format(name))
+    rng = np.random.default_rng(seed)
+    errs: dict[tuple[int, str], list[float]] = {}
+    for n in lengths:
+        for _ in range(trials):
+            a = rng.random(n).astype(dt)
+            b = rng.random(n).astype(dt)
+            ref = float(np.dot(a.astype(np.float64), b.astype(np.float64)))  # exact enough: n<2**30
+            for method, v in _dots(a, b, name, frameworks, torch_device).items():
+                errs.setdefault((int(n), method), []).append(abs(v - ref) / abs(ref))
+    return [{"n": n, "method": m, "rel error": float(np.mean(e)), "trials": len(e)}
+            for (n, m), e in errs.items()]
+
+
+def _dots(a: np.ndarray, b: np.ndarray, name: str, frameworks: Sequence[str],
+          torch_device: Any) -> dict[str, float]:
+    got = {f"sequential {name} accumulator": sequential_sum(a.astype(np.float32) *
+                                                              b.astype(np.float32), name)}
+    if "jax" in frameworks:
+        import jax.numpy as jnp
+
+        ja, jb = jnp.asarray(a), jnp.asarray(b)
+        got[f"jax dot, {name} out"] = float(jnp.dot(ja, jb))
+        got["jax dot, preferred_element_type=fp32"] = float(
+            jnp.dot(ja, jb, preferred_element_type=jnp.float32))
+    if "torch" in frameworks:
+        import torch
+
+        ta = torch.from_numpy(a.astype(np.float32)).to(torch_device)
+        tb = torch.from_numpy(b.astype(np.float32)).to(torch_device)
+        tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(name, torch.float32)
+        got[f"torch dot, {name} tensors"] = float(torch.dot(ta.to(tdt), tb.to(tdt)))
+        got["torch dot, fp32 accumulation"] = float(torch.dot(ta, tb))
+    return got

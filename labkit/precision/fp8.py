@@ -1,0 +1,183 @@
+"""Scaled fp8 matmuls: e4m3 forward, e5m2 gradients (Lab 04).
+
+fp8 has so little range (e4m3: 2**-9 .. 448) that tensors are multiplied by a per-tensor
+*scale* before the cast, chosen so the largest magnitude lands at the format's max
+("current scaling": amax of this tensor now; production recipes use the amax history of past
+steps, "delayed scaling", to avoid a reduction before every matmul). The forward pass uses
+e4m3 (more mantissa), the backward pass casts gradients to e5m2 (more range), and the matmul
+accumulates in fp32 before the scales are divided out.
+
+Native fp8 matrix units: the chips with an fp8 peak in :mod:`labkit.runtime.hardware` (Hopper H100 /
+H200 and Ada L4). Elsewhere -- a CPU, a T4, an A100, a TPU v5e -- the same JAX program runs
+with XLA upcasting the fp8 operands (numerics identical, no speed-up): label it *emulated*.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from labkit.runtime import hardware
+from labkit.precision.formats import dtype_of, format_info
+
+FORWARD, BACKWARD = "fp8_e4m3", "fp8_e5m2"
+
+
+class Fp8UnsupportedError(hardware.UnsupportedDtypeError):
+    """(Lab 04) fp8 was requested natively on a chip without fp8 matrix units."""
+
+
+def fp8_chips() -> list[str]:
+    """(Lab 04) Canonical names of the chips in labkit.runtime.hardware with a native fp8 peak."""
+    return [n for n, s in hardware.CHIPS.items() if s.peak_tflops.get("fp8") is not None]
+
+
+def fp8_native(chip: str) -> bool:
+    """(Lab 04) True when ``chip`` (as the runtime reports it) has native fp8 matrix math."""
+    spec = hardware.lookup(chip)
+    return spec is not None and spec.peak_tflops.get("fp8") is not None
+
+
+def require_fp8(chip: str) -> hardware.ChipSpec:
+    """(Lab 04) The chip's spec if it computes fp8 natively, else Fp8UnsupportedError saying where."""
+    spec = hardware.lookup(chip)
+    have = ", ".join(fp8_chips())
+    if spec is None:
+        raise Fp8UnsupportedError(
+            f"{chip!r} is not in labkit.runtime.hardware (a CPU?), so it has no known fp8 matrix units. "
+            f"Native fp8 needs one of: {have}. Use emulated fp8 (same numerics, no speed-up).")
+    if spec.peak_tflops.get("fp8") is None:
+        raise Fp8UnsupportedError(
+            f"{spec.name} has no fp8 matrix units (it computes in {', '.join(spec.supported())}). "
+            f"Native fp8 needs one of: {have}. Use emulated fp8 (same numerics, no speed-up).")
+    return spec
+
+
+def status(chip: str) -> str:
+    """(Lab 04) One line for the lab: native fp8 here, or why not and what runs instead."""
+    if fp8_native(chip):
+        return f"{hardware.describe(chip)}: native fp8 matrix units (e4m3 / e5m2)"
+    try:
+        require_fp8(chip)
+    except Fp8UnsupportedError as e:
+        return f"emulated fp8: {e}"
+    return "emulated fp8"  # pragma: no cover
+
+
+# ------------------------------------------------------------------------- numpy, emulated
+
+
+def quantize(x: Any, fmt: str = FORWARD, scaled: bool = True) -> tuple[np.ndarray, float]:
+    """(Lab 04) (fp8 array, scale): x * scale cast to ``fmt`` with ml_dtypes, saturating at max.
+
+    ``scale = fmt.max / amax(x)`` (1.0 when ``scaled=False`` or x is all zeros); dequantize with
+    ``q.astype(float32) / scale``. Saturating (clip before the cast) matches NVIDIA's satfinite
+    conversions; a plain cast would give NaN (e4m3) or inf (e5m2) past max.
+    """
+    f = format_info(fmt)
+    if f.exponent_bits == 0 or f.bits != 8:
+        raise ValueError(f"quantize needs an fp8 format ({FORWARD} or {BACKWARD}), got {fmt!r}")
+    x32 = np.asarray(x, np.float32)
+    amax = float(np.max(np.abs(x32))) if x32.size else 0.0
+    scale = f.max / amax if scaled and amax > 0 else 1.0
+    q = np.clip(x32 * np.float32(scale), -f.max, f.max).astype(dtype_of(fmt))
+    return q, scale
+
+
+def dequantize(q: np.ndarray, scale: float) -> np.ndarray:
+    """(Lab 04) fp8 values back to float32: q / scale."""
+    return q.astype(np.float32) / np.float32(scale)
+
+
+def quantization_error(x: Any, fmt: str = FORWARD, scaled: bool = True) -> float:
+    """(Lab 04) ||dequantize(quantize(x)) - x|| / ||x|| in float64."""
+    x64 = np.asarray(x, np.float64)
+    y = dequantize(*quantize(x, fmt, scaled)).astype(np.float64)
+    return float(np.linalg.norm(y - x64) / np.linalg.norm(x64))
+
+
+# ------------------------------------------------------------------------------- JAX
+
+
+def _q_jax(x: Any, fmt: str) -> tuple[Any, Any]:
+    import jax.numpy as jnp
+
+    fmax = format_info(fmt).max
+    amax = jnp.max(jnp.abs(x)).astype(jnp.float32)
+    scale = jnp.where(amax > 0, fmax / amax, 1.0)  # () float32
+    q = jnp.clip(x.astype(jnp.float32) * scale, -fmax, fmax).astype(dtype_of(fmt))
+    return q, scale
+
+
+def _dot(a: Any, b: Any) -> Any:
+    import jax
+    import jax.numpy as jnp
+
+    # fp8 x fp8 -> fp32 accumulate: Hopper/Ada run this on fp8 tensor cores (cuBLASLt).
+    return jax.lax.dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())),
+                               preferred_element_type=jnp.float32)
+
+
+def _make_fp8_matmul() -> Any:
+    import jax
+
+    @jax.custom_vjp
+    def fp8_matmul(x: Any, w: Any) -> Any:
+        qx, sx = _q_jax(x, FORWARD)
+        qw, sw = _q_jax(w, FORWARD)
+        return _dot(qx, qw) / (sx * sw)
+
+    def fwd(x: Any, w: Any) -> tuple[Any, Any]:
+        qx, sx = _q_jax(x, FORWARD)
+        qw, sw = _q_jax(w, FORWARD)
+        # Residuals are the fp8 copies: 1 byte per element kept for the backward pass.
+        return _dot(qx, qw) / (sx * sw), (qx, sx, qw, sw)
+
+    def bwd(res: Any, g: Any) -> tuple[Any, Any]:
+        qx, sx, qw, sw = res
+        qg, sg = _q_jax(g, BACKWARD)  # gradients need range more than precision: e5m2
+        dx = _dot(qg, qw.T) / (sg * sw)  # (m, n) @ (n, k) -> (m, k)
+        dw = _dot(qx.T, qg) / (sx * sg)  # (k, m) @ (m, n) -> (k, n)
+        return dx, dw
+
+    fp8_matmul.defvjp(fwd, bwd)
+    return fp8_matmul
+
+
+_FP8_MATMUL: Any = None
+
+
+def fp8_matmul(x: Any, w: Any) -> Any:
+    """(Lab 04) x (m, k) @ w (k, n) in scaled fp8 (e4m3 forward, e5m2 grads), fp32 result; JAX."""
+    global _FP8_MATMUL
+    if _FP8_MATMUL is None:
+        _FP8_MATMUL = _make_fp8_matmul()
+    return _FP8_MATMUL(x, w)
+
+
+def matmul_errors(m: int = 128, k: int = 256, n: int = 128, seed: int = 0,
+                  std: float = 1.0) -> dict[str, float]:
+    """(Lab 04) Relative errors vs float64 of the fp8 matmul's output, dx and dw (JAX).
+
+    ``std`` sets the input magnitude; tiny inputs show why the scales matter.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(seed)
+    x = (std * rng.standard_normal((m, k))).astype(np.float32)
+    w = (std * rng.standard_normal((k, n))).astype(np.float32)
+    g = (std * rng.standard_normal((m, n))).astype(np.float32)  # upstream gradient dL/dy
+
+    @jax.jit
+    def run(x: Any, w: Any, g: Any) -> tuple[Any, Any, Any]:
+        y, vjp = jax.vjp(fp8_matmul, x, w)
+        return (y, *vjp(g))
+
+    y, dx, dw = run(jnp.asarray(x), jnp.asarray(w), jnp.asarray(g))
+    x64, w64, g64 = (a.astype(np.float64) for a in (x, w, g))
+    err = lambda got, ref: float(np.linalg.norm(np.asarray(got, np.float64) - ref)  # noqa: E731
+                                 / np.linalg.norm(ref))
+    return {"y (e4m3 x e4m3)": err(y, x64 @ w64), "dx (e5m2 x e4m3)": err(dx, g64 @ w64.T),
+            "dw (e4m3 x e5m2)": err(dw, x64.T @ g64)}

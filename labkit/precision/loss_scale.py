@@ -1,0 +1,225 @@
+"""Loss scaling for fp16 training: static and dynamic, JAX and PyTorch (Lab 04).
+
+fp16's smallest subnormal is 2**-24 ≈ 6e-8: backward-pass values smaller than that become 0
+(gradient underflow). Multiplying the loss by a scale S multiplies every gradient by S (the
+chain rule is linear), lifting them into range; the fp32 gradients are divided by S before the
+optimizer sees them. Too large an S overflows to inf, so a step whose gradients are not finite
+is *skipped* and, with dynamic scaling, S is halved ("backoff"); after ``growth_interval``
+finite steps in a row S is doubled ("growth").
+
+Which implementation, and why:
+
+- **PyTorch**: ``torch.amp.GradScaler`` itself (:func:`torch_grad_scaler`). It works with
+  ``device="cpu"`` in torch 2.13 (checked by the tests), so there is no CPU substitute. We only
+  add argument checks: GradScaler accepts ``init_scale=-1`` silently.
+- **JAX**: our own small implementation (:class:`LossScaleState`, :func:`update`), with
+  exactly GradScaler's rule. Optax has ``apply_if_finite`` (skips non-finite updates) but no
+  loss scale; ``jmp`` is not installed. ``flax.training.dynamic_scale.DynamicScale`` works
+  with NNX (via ``nnx.split``: it wraps ``jax.value_and_grad`` of a pure function), but (1) it
+  grows the scale on the (N+1)-th finite step where GradScaler grows on the N-th, so the two
+  frameworks' scale curves would not line up; (2) it hides scale, unscale, check and update in
+  one ``value_and_grad`` call, the four steps this lab shows; (3) it has no static mode and
+  leaves skipping to the caller anyway. The tests check our rule against both GradScaler and
+  DynamicScale (ours with interval N == DynamicScale with interval N - 1).
+
+:func:`grad_underflow` measures the problem all this solves on the course GPT.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from labkit.gpt.config import GPTConfig
+
+TORCH_DEFAULTS = {"init_scale": 2.0 ** 16, "growth_factor": 2.0, "backoff_factor": 0.5,
+                  "growth_interval": 2000}  # torch.amp.GradScaler's documented defaults
+
+
+@dataclass(frozen=True)
+class LossScaleConfig:
+    """(Lab 04) How the loss scale starts and moves; ``dynamic=False`` keeps it fixed."""
+
+    init_scale: float = TORCH_DEFAULTS["init_scale"]
+    growth_factor: float = TORCH_DEFAULTS["growth_factor"]
+    backoff_factor: float = TORCH_DEFAULTS["backoff_factor"]
+    growth_interval: int = TORCH_DEFAULTS["growth_interval"]  # finite steps before growing
+    dynamic: bool = True
+
+    def __post_init__(self) -> None:
+        s = self.init_scale
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or s <= 0:
+            raise ValueError(f"loss scale must be a positive finite number, got {s!r} (a scale "
+                             "multiplies the loss; 1.0 means no scaling, 2**16 is torch's default)")
+        if not self.growth_factor > 1:
+            raise ValueError(f"growth_factor must be > 1, got {self.growth_factor!r}")
+        if not 0 < self.backoff_factor < 1:
+            raise ValueError(f"backoff_factor must be in (0, 1), got {self.backoff_factor!r}")
+        gi = self.growth_interval
+        if isinstance(gi, bool) or not isinstance(gi, int) or gi < 1:
+            raise ValueError(f"growth_interval must be a positive integer, got {gi!r}")
+
+
+def static(scale: float) -> LossScaleConfig:
+    """(Lab 04) A fixed loss scale (non-finite steps are still skipped)."""
+    return LossScaleConfig(init_scale=scale, dynamic=False)
+
+
+def next_scale(scale: float, good_steps: int, finite: bool,
+               cfg: LossScaleConfig) -> tuple[float, int]:
+    """(Lab 04) GradScaler's update rule in plain Python: (scale, good_steps) after one step."""
+    if not cfg.dynamic:
+        return scale, good_steps
+    if not finite:
+        return scale * cfg.backoff_factor, 0  # overflow: shrink, start counting again
+    good_steps += 1
+    if good_steps == cfg.growth_interval:
+        return scale * cfg.growth_factor, 0
+    return scale, good_steps
+
+
+# ----------------------------------------------------------------------------- JAX
+
+
+class LossScaleState(NamedTuple):
+    """(Lab 04) JAX loss-scale state: a pytree, so it goes through jit."""
+
+    scale: Any       # () float32
+    good_steps: Any  # () int32: finite steps since the last growth or backoff
+
+
+def init(cfg: LossScaleConfig) -> LossScaleState:
+    """(Lab 04) The initial JAX state for ``cfg``."""
+    import jax.numpy as jnp
+
+    return LossScaleState(jnp.asarray(cfg.init_scale, jnp.float32), jnp.asarray(0, jnp.int32))
+
+
+def scale_loss(loss: Any, state: LossScaleState) -> Any:
+    """(Lab 04) loss * scale, in fp32 (the backward pass then carries scaled gradients)."""
+    import jax.numpy as jnp
+
+    return loss.astype(jnp.float32) * state.scale
+
+
+def unscale(grads: Any, state: LossScaleState) -> Any:
+    """(Lab 04) Gradients as fp32, divided by the scale (what the optimizer must see)."""
+    import jax
+    import jax.numpy as jnp
+
+    return jax.tree_util.tree_map(lambda g: g.astype(jnp.float32) / state.scale, grads)
+
+
+def all_finite(tree: Any) -> Any:
+    """(Lab 04) () bool array: True iff every element of every leaf is finite (no inf/NaN)."""
+    import jax
+    import jax.numpy as jnp
+
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)]
+    return jnp.stack(leaves).all() if leaves else jnp.asarray(True)
+
+
+def update(state: LossScaleState, finite: Any, cfg: LossScaleConfig) -> LossScaleState:
+    """(Lab 04) :func:`next_scale` as jit-able array code (branch-free: jnp.where)."""
+    import jax.numpy as jnp
+
+    if not cfg.dynamic:
+        return state
+    good = jnp.where(finite, state.good_steps + 1, 0)
+    grow = good >= cfg.growth_interval
+    scale = jnp.where(finite, jnp.where(grow, state.scale * cfg.growth_factor, state.scale),
+                      state.scale * cfg.backoff_factor)
+    return LossScaleState(scale.astype(jnp.float32), jnp.where(grow, 0, good).astype(jnp.int32))
+
+
+def select(finite: Any, new: Any, old: Any) -> Any:
+    """(Lab 04) ``new`` where the step was finite, else ``old`` (skip the step), leaf by leaf."""
+    import jax
+    import jax.numpy as jnp
+
+    return jax.tree_util.tree_map(lambda n, o: jnp.where(finite, n, o), new, old)
+
+
+# --------------------------------------------------------------------------- PyTorch
+
+
+def torch_grad_scaler(cfg: LossScaleConfig, device: Any = "cpu") -> Any:
+    """(Lab 04) A ``torch.amp.GradScaler`` configured like ``cfg`` (dynamic only)."""
+    import torch
+
+    if not cfg.dynamic:
+        raise ValueError("GradScaler is always dynamic; for a static scale multiply the loss by "
+                         "cfg.init_scale and use torch_unscale_ / torch_grads_finite")
+    dev = torch.device(device).type
+    return torch.amp.GradScaler(dev, init_scale=cfg.init_scale, growth_factor=cfg.growth_factor,
+                                backoff_factor=cfg.backoff_factor,
+                                growth_interval=cfg.growth_interval)
+
+
+def torch_grads_finite(params: Any) -> bool:
+    """(Lab 04) True iff every ``.grad`` of ``params`` is finite (missing grads count as finite)."""
+    import torch
+
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return True
+    return bool(torch.stack([torch.isfinite(g).all() for g in grads]).all())
+
+
+def torch_unscale_(params: Any, scale: float) -> None:
+    """(Lab 04) Divide every ``.grad`` of ``params`` by ``scale`` in place."""
+    for p in params:
+        if p.grad is not None:
+            p.grad.div_(scale)
+
+
+# -------------------------------------------------------- why: gradient underflow
+
+
+def grad_underflow(cfg: GPTConfig, scales: list[float], x: np.ndarray, y: np.ndarray,
+                   flat: dict[str, np.ndarray], tokens_per_batch: int | None = None,
+                   device: Any = "cpu") -> list[dict[str, Any]]:
+    """(Lab 04) fp16-autocast gradients at each loss scale vs fp32 gradients (PyTorch, no compile).
+
+    ``tokens_per_batch``: average the loss as if the batch held that many tokens, as gradient
+    accumulation over micro-batches of ``x``'s size does (each micro-batch loss is divided by
+    the number of micro-batches); None = x.size. Real runs average over ~0.5M tokens, which is
+    what makes their per-token gradients small enough to underflow.
+    Per scale: relative error of the unscaled gradients (global norm), the fraction of entries
+    that are 0 in fp16 but not in fp32 (underflow), and whether all are finite (overflow).
+    """
+    import torch
+
+    from labkit.gpt.data import to_torch
+    from labkit.gpt.convert import load_flat_params
+    from labkit.gpt.torch_model import TorchGPT, torch_loss
+
+    if any(not s > 0 for s in scales):
+        raise ValueError(f"loss scales must be positive, got {scales}")
+    micro = float(x.size) / float(tokens_per_batch or x.size)  # 1 / number of micro-batches
+    dev = torch.device(device)
+    model = load_flat_params(TorchGPT(cfg), flat).to(dev)
+    xt, yt = to_torch(x, dev), to_torch(y, dev)
+
+    def grads(dtype: Any, scale: float) -> np.ndarray:
+        model.zero_grad(set_to_none=True)
+        with torch.autocast(dev.type, dtype=dtype, enabled=dtype != torch.float32):
+            loss = torch_loss(model, xt, yt)  # fp32 loss of fp16 logits
+        (loss * micro * scale).backward()
+        return np.concatenate([p.grad.double().cpu().numpy().ravel() / scale
+                               for p in model.parameters()])
+
+    ref = grads(torch.float32, 1.0)
+    rows = []
+    for s in scales:
+        got = grads(torch.float16, float(s))
+        finite = bool(np.isfinite(got).all())
+        err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref)) if finite else float("inf")
+        lost = float(np.mean((got == 0) & (ref != 0)))
+        rows.append({"loss scale": float(s), "rel error vs fp32": err,
+                     "zeroed (underflow) fraction": lost, "finite": finite})
+    return rows

@@ -1,0 +1,233 @@
+"""Train the course GPT in fp32, bf16 and fp16 + loss scaling, in JAX and PyTorch (Lab 04).
+
+Mixed precision here means **fp32 master weights, low-precision compute**: the parameters
+and the AdamW state stay fp32; JAX runs the model with ``FlaxGPT(cfg, dtype=bf16|fp16)``
+(weights cast on use), PyTorch inside ``torch.autocast``. The loss and LayerNorm statistics
+stay fp32 in both. fp16 adds dynamic loss scaling (:mod:`labkit.precision.loss_scale`): skipped steps
+keep the old weights *and* optimizer state.
+
+Both frameworks start from the same weights (:func:`init_flat`, loaded with
+``labkit.gpt.convert.load_flat_params``) and read the same batches, so their curves differ only by
+precision and kernel rounding. Kept separate from the MFU lab's training code on purpose: this
+loop exposes the scale / unscale / check / skip steps that the lab teaches. This module holds
+the shared parts and PyTorch; the JAX loop is :mod:`labkit.precision.train_jax` (re-exported
+here as ``train_jax``).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from labkit.precision import loss_scale as ls
+from labkit.gpt.data import Batcher
+from labkit.gpt.config import GPTConfig, n_params
+
+PRECISIONS = ("fp32", "bf16", "fp16_scaled", "fp16")  # "fp16": no loss scaling (a demo)
+_COMPUTE = {"fp32": "float32", "bf16": "bfloat16", "fp16_scaled": "float16", "fp16": "float16"}
+
+
+def check_precision(name: str) -> str:
+    """(Lab 04) Return ``name`` if it is a training precision, else raise listing the valid ones."""
+    if name not in PRECISIONS:
+        raise ValueError(f"unknown training precision {name!r}; valid: {', '.join(PRECISIONS)}")
+    return name
+
+
+def plan(platform: str, bf16: bool, chip: str = "") -> tuple[list[str], str]:
+    """(Lab 04) Precisions to train on this runtime and why (no bf16 -> fp16 + loss scaling)."""
+    if platform == "gpu" and not bf16:
+        return ["fp32", "fp16_scaled"], (
+            f"{chip or 'this GPU'} has no native bf16 (pre-Ampere): the bf16 run is replaced by "
+            "fp16 with dynamic loss scaling, which its tensor cores do run natively.")
+    note = {"tpu": "TPUs have no fp16 matrix units: the fp16 run is emulated by XLA (numerics "
+                   "shown, its step time is not meaningful).",
+            "cpu": "CPU: bf16 is fast only with bf16 instructions (AVX512-BF16/AMX) that the "
+                   "kernels use, fp16 is mostly emulated; numerics and memory carry over to "
+                   "accelerators, step times do not."}.get(platform, "")
+    return ["fp32", "bf16", "fp16_scaled"], note
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """(Lab 04) One short training run: sizes, optimizer and the fp16 loss-scale settings."""
+
+    steps: int = 40
+    batch: int = 8
+    seq: int = 32            # tokens per sequence (<= GPTConfig.seq_len)
+    lr: float = 3e-3         # AdamW, betas (0.9, 0.95), no weight decay: same in both frameworks
+    seed: int = 0            # init and batches
+    loss_scale: ls.LossScaleConfig = field(
+        default_factory=lambda: ls.LossScaleConfig(init_scale=2.0 ** 16, growth_interval=20))
+    timed_from: int = 2      # steps before this are warm-up (compile) and not timed
+    # fp32 matmuls: "default" = each framework's default (JAX: TF32 on Ampere+, 1 bf16 pass on
+    # TPU; torch: true fp32), "highest" = true fp32 in both, "tf32" = TF32 allowed in both.
+    fp32_matmul: str = "default"
+
+    def __post_init__(self) -> None:
+        for f in ("steps", "batch", "seq"):
+            if getattr(self, f) < 1:
+                raise ValueError(f"TrainConfig.{f} must be >= 1, got {getattr(self, f)}")
+        if self.fp32_matmul not in _FP32_MATMUL:
+            raise ValueError(f"fp32_matmul must be one of {', '.join(_FP32_MATMUL)}, "
+                             f"got {self.fp32_matmul!r}")
+
+
+# fp32_matmul -> (jax.default_matmul_precision value, torch.set_float32_matmul_precision value)
+_FP32_MATMUL = {"default": (None, None), "highest": ("highest", "highest"),
+                "tf32": ("tensorfloat32", "high")}
+
+
+@dataclass
+class TrainResult:
+    """(Lab 04) Losses, timings, loss scales and memory of one run."""
+
+    framework: str
+    precision: str
+    losses: list[float]          # nats/token, one per step
+    step_times_s: list[float]    # seconds per step, first ``timed_from`` steps excluded
+    scales: list[float]          # loss scale in effect at each step (1.0 = none)
+    skipped: int                 # steps skipped for non-finite gradients
+    memory: dict[str, int]       # bytes, see memory_model / saved_bytes_*
+
+    @property
+    def step_time_s(self) -> float:
+        """(Lab 04) Median seconds per training step."""
+        return statistics.median(self.step_times_s) if self.step_times_s else float("nan")
+
+    def final_loss(self, last: int = 5) -> float:
+        """(Lab 04) Mean loss over the last ``last`` steps (less noisy than the final batch)."""
+        return float(np.mean(self.losses[-last:]))
+
+
+def memory_model(cfg: GPTConfig) -> dict[str, int]:
+    """(Lab 04) Bytes of fp32 master weights, fp32 grads and AdamW state (m, v): same for all."""
+    n = n_params(cfg)
+    return {"params_fp32": 4 * n, "grads_fp32": 4 * n, "adam_state_fp32": 8 * n}
+
+
+def init_flat(cfg: GPTConfig, seed: int = 0) -> dict[str, np.ndarray]:
+    """(Lab 04) Canonical fp32 start weights for every run (TorchGPT's GPT-2 init, seeded).
+
+    FlaxGPT draws from the same distribution; torch's eager init just costs no JAX compile.
+    torch's global RNG is left as it was.
+    """
+    import torch
+
+    from labkit.gpt.torch_model import TorchGPT, torch_flat_params
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return torch_flat_params(TorchGPT(cfg))
+
+
+# --------------------------------------------------------------------------- PyTorch
+
+
+def _torch_dtype(precision: str) -> Any:
+    import torch
+
+    return getattr(torch, _COMPUTE[check_precision(precision)])
+
+
+def saved_bytes_torch(model: Any, precision: str, x: Any) -> int:
+    """(Lab 04) Bytes autograd saves for backward under autocast (saved_tensors_hooks, deduped)."""
+    import torch
+
+    from labkit.gpt.torch_model import torch_loss
+
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        s = t.untyped_storage()
+        storages[s.data_ptr()] = s.nbytes()  # one storage may be saved by several ops
+        return t
+
+    dev, dt = x.device.type, _torch_dtype(precision)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autocast(dev, dtype=dt, enabled=dt != torch.float32):
+            torch_loss(model, x, x)
+    return int(sum(storages.values()))
+
+
+def train_torch(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfig,
+                flat: dict[str, np.ndarray] | None = None, device: Any = "cpu") -> TrainResult:
+    """(Lab 04) Train TorchGPT: fp32 master weights, autocast(``precision``), GradScaler for fp16."""
+    import torch
+
+    from labkit.gpt.data import to_torch
+    from labkit.gpt.convert import load_flat_params
+    from labkit.gpt.torch_model import TorchGPT
+
+    flat = init_flat(cfg, tc.seed) if flat is None else flat
+    dev = torch.device(device)
+    model = load_flat_params(TorchGPT(cfg), flat).to(dev)  # fp32 master weights
+    opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, betas=(0.9, 0.95), eps=1e-8,
+                            weight_decay=0.0)
+    dt = _torch_dtype(precision)
+    scaler = ls.torch_grad_scaler(tc.loss_scale, dev) if precision == "fp16_scaled" else None
+    batches = Batcher(tokens, tc.batch, tc.seq, seed=tc.seed)
+    x0 = to_torch(next(Batcher(tokens, tc.batch, tc.seq, seed=tc.seed))[0], dev)
+    before = torch.get_float32_matmul_precision()
+    torch_prec = _FP32_MATMUL[tc.fp32_matmul][1]
+    try:
+        if torch_prec:
+            torch.set_float32_matmul_precision(torch_prec)
+        losses, times, scales, skipped = _torch_loop(model, opt, scaler, dt, batches, dev, tc)
+    finally:
+        torch.set_float32_matmul_precision(before)  # a global setting: leave it as we found it
+    memory = {**memory_model(cfg), "saved_for_backward": saved_bytes_torch(model, precision, x0)}
+    if dev.type == "cuda":
+        memory["cuda_peak_allocated"] = int(torch.cuda.max_memory_allocated(dev))
+    return TrainResult("torch", precision, losses, times, scales, int(skipped), memory)
+
+
+def _torch_loop(model: Any, opt: Any, scaler: Any, dt: Any, batches: Batcher, dev: Any,
+                tc: TrainConfig) -> tuple[list[float], list[float], list[float], int]:
+    import torch
+
+    from labkit.gpt.data import to_torch
+    from labkit.runtime.device import torch_sync
+    from labkit.gpt.torch_model import torch_loss
+
+    sync = torch_sync(dev)
+    losses, times, scales, skipped = [], [], [], 0
+    for i in range(tc.steps):
+        xn, yn = next(batches)
+        x, y = to_torch(xn, dev), to_torch(yn, dev)
+        scales.append(scaler.get_scale() if scaler else 1.0)
+        sync()
+        t0 = time.perf_counter()
+        with torch.autocast(dev.type, dtype=dt, enabled=dt != torch.float32):
+            loss = torch_loss(model, x, y)  # logits in dt; cross-entropy in fp32
+        opt.zero_grad(set_to_none=True)
+        if scaler is not None:
+            scaler.scale(loss).backward()  # backward of loss * scale
+            scaler.step(opt)  # unscales, checks for inf/NaN, skips the step if any
+            scaler.update()
+            skipped += scaler.get_scale() < scales[-1]  # a backoff means a skipped step
+        else:
+            loss.backward()
+            opt.step()
+        loss_v = float(loss.detach())  # .item() waits for the device
+        sync()
+        if i >= tc.timed_from:
+            times.append(time.perf_counter() - t0)
+        losses.append(loss_v)
+    return losses, times, scales, int(skipped)
+
+
+# JAX half, lazily: `precision_train.train_jax` imports JAX only when used (as labkit.gpt.config does).
+_LAZY = {"train_jax": "labkit.precision.train_jax", "saved_bytes_jax": "labkit.precision.train_jax"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'labkit.precision.train' has no attribute {name!r}")

@@ -1,0 +1,112 @@
+"""The JAX half of Lab 04's training: FlaxGPT in fp32 / bf16 / fp16 + loss scaling (Lab 04).
+
+fp32 master weights (an ``nnx.split`` state of fp32 Params), compute in the dtype
+``FlaxGPT(cfg, dtype=...)`` casts to, optax AdamW, and :mod:`labkit.precision.loss_scale` for fp16: scale
+the loss, unscale the gradients, check them, skip the step (weights *and* Adam moments) when
+they are not finite, update the scale. Shared config and results: :mod:`labkit.precision.train`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from labkit.precision import loss_scale as ls
+from labkit.gpt.data import Batcher
+from labkit.gpt.config import GPTConfig
+from labkit.precision.train import (_COMPUTE, _FP32_MATMUL, TrainConfig, TrainResult,
+                                    check_precision, init_flat, memory_model)
+
+
+def _jax_parts(cfg: GPTConfig, precision: str, flat: dict[str, np.ndarray]) -> tuple[Any, ...]:
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from labkit.gpt.convert import load_flat_params
+    from labkit.gpt.flax_model import abstract_flax_gpt
+
+    dt = getattr(jnp, _COMPUTE[check_precision(precision)])
+    model = abstract_flax_gpt(cfg, dtype=dt)  # shapes only; load_flat_params fills in fp32
+    model = load_flat_params(model, flat)
+    return nnx.split(model, nnx.Param, ...)  # graphdef (holds the compute dtype), params, rest
+
+
+def saved_bytes_jax(cfg: GPTConfig, precision: str, x: np.ndarray,
+                    flat: dict[str, np.ndarray]) -> int:
+    """(Lab 04) Bytes JAX autodiff keeps for the backward pass (residuals; shapes only, no run)."""
+    import jax
+    from flax import nnx
+
+    from labkit.gpt.flax_model import flax_loss
+
+    graphdef, params, rest = _jax_parts(cfg, precision, flat)
+    xj = jax.numpy.asarray(x)
+    f = lambda p: flax_loss(nnx.merge(graphdef, p, rest), xj, xj)  # noqa: E731
+    res = jax.eval_shape(lambda p: jax.vjp(f, p)[1], params)  # the vjp closure's residuals
+    return int(sum(r.size * r.dtype.itemsize for r in jax.tree_util.tree_leaves(res)))
+
+
+_COMPILED: dict[tuple, Any] = {}  # see train_jax
+
+
+def train_jax(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfig,
+              flat: dict[str, np.ndarray] | None = None) -> TrainResult:
+    """(Lab 04) Train FlaxGPT with fp32 master weights and ``precision`` compute; JAX + optax."""
+    import jax
+    import optax
+    from flax import nnx
+
+    from labkit.gpt.flax_model import flax_loss
+
+    flat = init_flat(cfg, tc.seed) if flat is None else flat
+    graphdef, params, rest = _jax_parts(cfg, precision, flat)
+    tx = optax.adamw(tc.lr, b1=0.9, b2=0.95, eps=1e-8, weight_decay=0.0)
+    scaled = precision == "fp16_scaled"
+    lcfg = tc.loss_scale if scaled else ls.static(1.0)
+    opt_state, ls_state = tx.init(params), ls.init(lcfg)
+
+    def step(params: Any, opt_state: Any, ls_state: ls.LossScaleState, x: Any, y: Any) -> Any:
+        def loss_fn(p: Any) -> Any:
+            loss = flax_loss(nnx.merge(graphdef, p, rest), x, y)  # fp32 nats/token
+            return ls.scale_loss(loss, ls_state), loss
+
+        (_, loss), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        grads = ls.unscale(grads, ls_state)  # fp32, divided by the scale
+        finite = ls.all_finite(grads)
+        updates, new_opt = tx.update(grads, opt_state, params)
+        new_params = optax.apply_updates(params, updates)
+        if scaled:  # skip the step (weights and Adam moments) when a gradient overflowed
+            new_params, new_opt = ls.select(finite, (new_params, new_opt), (params, opt_state))
+        return new_params, new_opt, ls.update(ls_state, finite, lcfg), loss, finite
+
+    batches = Batcher(tokens, tc.batch, tc.seq, seed=tc.seed)
+    x0, y0 = next(Batcher(tokens, tc.batch, tc.seq, seed=tc.seed))
+    # One compile per (model, precision, optimizer, loss-scale rule, batch shape): re-running a
+    # cell, or a run that differs only in init_scale / seed / steps, reuses it.
+    key = (cfg, precision, tc.lr, replace(lcfg, init_scale=1.0), x0.shape, tc.fp32_matmul,
+           jax.default_backend())
+    if key not in _COMPILED:
+        jax_prec = _FP32_MATMUL[tc.fp32_matmul][0]
+        with jax.default_matmul_precision(jax_prec) if jax_prec else contextlib.nullcontext():
+            _COMPILED[key] = jax.jit(step, donate_argnums=(0, 1)).lower(
+                params, opt_state, ls_state, x0, y0).compile()
+    compiled = _COMPILED[key]
+    mem = compiled.memory_analysis()
+    losses, times, scales, skipped = [], [], [], 0
+    for i in range(tc.steps):
+        x, y = next(batches)
+        scales.append(float(ls_state.scale))
+        t0 = time.perf_counter()
+        params, opt_state, ls_state, loss, finite = compiled(params, opt_state, ls_state, x, y)
+        loss_v = float(loss)  # waits for the device: the step is done
+        if i >= tc.timed_from:
+            times.append(time.perf_counter() - t0)
+        losses.append(loss_v)
+        skipped += not bool(finite)
+    memory = {**memory_model(cfg), "saved_for_backward": saved_bytes_jax(cfg, precision, x0, flat),
+              "xla_temp": int(getattr(mem, "temp_size_in_bytes", 0) or 0)}
+    return TrainResult("jax", precision, losses, times, scales, skipped, memory)

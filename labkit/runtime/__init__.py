@@ -1,0 +1,15 @@
+"""The runtime: what this machine is and what the course may do on it (every lab; Lab 00 teaches it).
+
+The only package that knows runtimes (cpu/gpu/tpu, chip, device count, bf16, simulated CPU
+devices, torch / torch-xla devices). It imports nothing else of labkit.
+
+Modules:
+
+- ``device``      detect the runtime, simulate CPU devices, pick torch / torch-xla devices, sync
+- ``hardware``    the chip spec table, every figure with its source
+- ``distributed`` join a multi-process JAX job on this machine's CPUs (Lab 03)
+- ``versions``    versions of the stack, read from package metadata without importing
+- ``install``     Colab/Kaggle bootstrap: add missing companions, never touch the runtime's torch/jax
+- ``bootstrap``   `labkit.setup()`, the first cell of every lab
+- ``doctor``      `labkit doctor`: where this runtime stands against the supported ranges
+"""

@@ -1,0 +1,45 @@
+"""`labkit.setup()`: the first cell of every lab (Lab 00).
+
+On Colab/Kaggle it first adds the packages the labs need that the runtime lacks (never
+torch/jax: see :mod:`labkit.runtime.install`). Then it sets up the simulated CPU mesh *before* JAX
+starts (it cannot change afterwards), detects the runtime, and prints what it found.
+"""
+
+from __future__ import annotations
+
+from labkit.runtime import device
+from labkit.runtime.device import Runtime
+
+_runtime: Runtime | None = None
+
+
+def setup(cpu_devices: int | None = None, quiet: bool = False) -> Runtime:
+    """Simulate CPU devices, detect the runtime and say what was found; idempotent (Lab 00)."""
+    global _runtime
+    host = device.detect_host()
+    if host in ("colab", "kaggle") and _runtime is None:
+        from labkit.runtime import install
+
+        install.ensure(host=host)
+    n = cpu_devices or device.requested_cpu_devices()
+    device.simulate_devices(n)
+    again = _runtime is not None
+    _runtime = device.detect()
+    if not quiet:
+        rt = _runtime
+        mem = f", {rt.memory_bytes / 2**30:.0f} GiB" if rt.memory_bytes else ""
+        sim = f" ({rt.cpu_devices} simulated CPU devices for sharding)" if rt.platform != "cpu" or rt.simulated else ""
+        print(
+            f"{'already set up: ' if again else ''}{rt.platform.upper()} runtime on {rt.host}: "
+            f"{rt.device_count} x {rt.chip}{mem}; bf16 native: {'yes' if rt.bf16 else 'no'}; "
+            f"torch device: {rt.torch_device}{sim if rt.platform != 'cpu' else ''}"
+        )
+        if rt.platform != "cpu" and rt.device_count == 1:
+            print(f"one {rt.platform.upper()} here: Lab 03 (sharding) runs its meshes on the {rt.cpu_devices} "
+                  "simulated CPU devices; the other labs use the accelerator.")
+    return _runtime
+
+
+def runtime() -> Runtime:
+    """The runtime found by :func:`setup` (runs setup quietly if needed) (Lab 00)."""
+    return _runtime or setup(quiet=True)

@@ -1,0 +1,12 @@
+"""Sharding: how GSPMD turns one program into N device programs, and what that costs (Lab 03).
+
+Modules:
+
+- ``layouts``       meshes, layouts and the strategy presets of the course GPT
+- ``collectives``   the collectives in the compiled HLO and their ring cost model
+- ``memory_model``  bytes per device per strategy: a model against the compiler
+- ``train_step``    the course GPT's training step, sharded by a preset
+- ``torch_spmd``    the PyTorch side: torch-xla SPMD layouts and torchrun DDP
+- ``launch``        start N processes of one program on this machine, watch them, tear them down
+- ``plots``         pictures of meshes and layouts: which device holds which tile
+"""

@@ -1,0 +1,319 @@
+"""Which collectives did the partitioner insert, and what do they cost? (Lab 03).
+
+:func:`collectives` reads a compiled program's HLO text (``compiled.as_text()``) and lists every
+all-reduce, all-gather, reduce-scatter, all-to-all and collective-permute with its operand
+shape, dtype, bytes per device and replica groups. The XLA **CPU** backend has no native
+reduce-scatter: it emits an all-reduce whose result each device then cuts with a
+``dynamic-slice`` at its own ``partition-id``. Those are reported as ``reduce-scatter`` with
+``compiled_as="all-reduce + dynamic-slice (CPU)"``, so the table reads the same on CPU, GPU
+and TPU.
+
+Cost model (:func:`ring_bytes`, :func:`link_for`, :func:`comm_time`): bytes each device sends
+in a ring algorithm / the bandwidth it pushes into the ring (``labkit.runtime.hardware`` ``link_gbs``).
+Bandwidth only: per-hop latency (~µs) dominates KB-sized arrays, so small-model predictions are
+lower bounds.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from labkit.runtime import hardware
+
+KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3": 1,
+               "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
+               "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
+EMULATED_RS = "all-reduce + dynamic-slice (CPU)"
+
+_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>\(.*?\)|[\w]+\[[^\]]*\](?:\{[^}]*\})?|[\w]+\[\])\s+(?P<op>[\w\-]+)\((?P<args>[^)]*)\)(?P<attrs>.*)$")
+_COMP = re.compile(r"^(?:ENTRY\s+)?%?(?P<name>[\w.\-]+)\s.*\{\s*$")
+_ARRAY = re.compile(r"(?P<dtype>[a-z]+\d*[a-z\d]*)\[(?P<dims>[\d,]*)\]")
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective of a compiled program, per device (Lab 03)."""
+
+    kind: str  # one of KINDS (logical: an emulated reduce-scatter says "reduce-scatter")
+    compiled_as: str  # the HLO op(s) that implement it, e.g. "all-reduce + dynamic-slice (CPU)"
+    name: str  # HLO instruction name
+    shape: tuple[int, ...]  # operand shape on one device
+    dtype: str  # HLO element type, e.g. "f32"
+    bytes: int  # operand bytes on one device
+    group_size: int  # devices that take part together (n of the ring)
+    replica_groups: tuple[tuple[int, ...], ...]  # device ids per group (pairs for a permute)
+    op_name: str = ""  # the JAX op that caused it (HLO metadata), e.g. "jit(step)/.../dot_general"
+
+    @property
+    def origin(self) -> str:
+        """"forward dot_general", "backward reduce_sum", "mul": the JAX op that needed it (Lab 03)."""
+        phase = "backward" if "transpose(" in self.op_name else "forward" if "jvp(" in self.op_name else ""
+        op = re.sub(r"\(.*?\)", "", self.op_name.rsplit("/", 1)[-1]).strip(")") or "?"
+        return f"{phase} {op}".strip() if self.op_name else "(compiler)"
+
+    @property
+    def ring_bytes(self) -> float:
+        """Bytes each device sends with a ring algorithm for this kind (Lab 03)."""
+        return ring_bytes(self.kind, self.bytes, self.group_size)
+
+    @property
+    def compiled_ring_bytes(self) -> float:
+        """Ring bytes of what was compiled: an emulated reduce-scatter sends an all-reduce's (Lab 03)."""
+        kind = "all-reduce" if self.compiled_as == EMULATED_RS else self.kind
+        return ring_bytes(kind, self.bytes, self.group_size)
+
+    def row(self) -> dict[str, Any]:
+        """A table row for labkit.course.tables.show (Lab 03)."""
+        groups = self.replica_groups
+        g = str([list(x) for x in groups[:2]])[:-1] + (", ...]" if len(groups) > 2 else "]")
+        return {"kind": self.kind, "compiled as": self.compiled_as, "operand shape": self.shape,
+                "dtype": self.dtype, "bytes": self.bytes, "n": self.group_size,
+                "replica groups": g, "ring bytes sent": self.ring_bytes, "from": self.origin}
+
+
+def ring_bytes(kind: str, nbytes: float, n: int) -> float:
+    """Bytes one device sends in a ring (all-)collective over n devices, operand nbytes (Lab 03)."""
+    if n <= 1:
+        return 0.0
+    return {
+        "all-reduce": 2 * (n - 1) / n * nbytes,  # reduce-scatter then all-gather
+        "all-gather": (n - 1) * nbytes,  # operand is this device's 1/n of the result
+        "reduce-scatter": (n - 1) / n * nbytes,  # operand is the full array
+        "all-to-all": (n - 1) / n * nbytes,  # keeps 1/n, sends the rest once
+        "collective-permute": float(nbytes),  # one hop to one peer
+    }[kind]
+
+
+def parse_shape(text: str) -> list[tuple[str, tuple[int, ...]]]:
+    """"f32[16,32]{1,0}" or a tuple "(f32[4], bf16[2,2])" -> [(dtype, dims), ...] (Lab 03)."""
+    return [(m["dtype"], tuple(int(d) for d in m["dims"].split(",") if d))
+            for m in _ARRAY.finditer(re.sub(r"/\*.*?\*/", "", text))]
+
+
+def nbytes(dtype: str, dims: tuple[int, ...]) -> int:
+    """Bytes of an array of HLO element type dtype and shape dims (Lab 03)."""
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"unknown HLO element type {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
+    return DTYPE_BYTES[dtype] * math.prod(dims)
+
+
+def parse_replica_groups(attrs: str, n_devices: int | None = None) -> tuple[tuple[int, ...], ...]:
+    """Replica groups in any HLO spelling: {{0,1},{2,3}}, [2,4]<=[8], mesh['a'=2] {'a'} (Lab 03)."""
+    m = re.search(r"source_target_pairs=\{(.*?)\}\}", attrs)
+    if m:
+        return tuple(tuple(int(v) for v in p.split(",")) for p in re.findall(r"\{([\d,]+)", m[1] + "}"))
+    m = re.search(r"replica_groups=\{((?:\{[\d,]*\},?)*)\}", attrs)
+    if m:
+        groups = tuple(tuple(int(v) for v in g.split(",") if v) for g in re.findall(r"\{([\d,]*)\}", m[1]))
+        return groups or ((tuple(range(n_devices)),) if n_devices else ())
+    m = re.search(r"replica_groups=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", attrs)
+    if m:
+        import numpy as np
+
+        out_dims = [int(v) for v in m[1].split(",")]
+        ids = np.arange(math.prod(int(v) for v in m[2].split(","))).reshape([int(v) for v in m[2].split(",")])
+        if m[3]:
+            ids = ids.transpose([int(v) for v in m[3].split(",")])
+        return tuple(tuple(int(v) for v in row) for row in ids.reshape(-1, out_dims[-1]))
+    m = re.search(r"replica_groups=mesh\[(.*?)\](?:\s*device_ids=\(?([\d,]+)\)?)?\s*\{(.*?)\}", attrs)
+    if m:
+        return _mesh_groups(m[1], m[2], m[3])
+    return ()
+
+
+def _mesh_groups(mesh_text: str, device_ids: str | None, axes_text: str) -> tuple[tuple[int, ...], ...]:
+    """Shardy's mesh['a'=2,'b'=4] {'b'} spelling: group devices that differ only along 'b'."""
+    import numpy as np
+
+    names = re.findall(r"'([^']+)'=(\d+)", mesh_text)
+    sizes = [int(s) for _, s in names]
+    ids = np.array([int(v) for v in device_ids.split(",")]) if device_ids else np.arange(math.prod(sizes))
+    refs = {m[1]: (int(m[2]), int(m[3])) if m[2] else None
+            for m in re.finditer(r"'([^']+)'(?::\((\d+)\)(\d+))?", axes_text)}
+    dims, grouped = [], []  # a sub-axis 'a':(pre)size splits axis a into [pre, size, rest]
+    for (name, _), size in zip(names, sizes):
+        if name in refs and refs[name] is not None:
+            pre, sub = refs[name]
+            dims += [pre, sub, size // (pre * sub)]
+            grouped.append(len(dims) - 2)
+        else:
+            grouped += [len(dims)] if name in refs else []
+            dims.append(size)
+    keep = [d for d in range(len(dims)) if d not in grouped]
+    arr = ids.reshape(dims).transpose(keep + grouped).reshape(-1, math.prod(dims[d] for d in grouped))
+    return tuple(tuple(int(v) for v in row) for row in arr)
+
+
+def _parse_module(text: str) -> tuple[dict[str, dict], dict[str, str], dict[str, list[dict]]]:
+    """{instruction: fields} over all computations, {computation: body}, {instruction: users}."""
+    instrs: dict[str, dict] = {}
+    comps: dict[str, str] = {}
+    current, body = None, []
+    for line in text.splitlines():
+        if current is None:
+            c = _COMP.match(line)
+            if c and "=" not in line.split("{")[0].split("->")[0].split("(")[0]:
+                current, body = c["name"], []
+        elif line.strip() == "}":
+            comps[current], current = "\n".join(body), None
+        else:
+            body.append(line)
+            m = _INSTR.match(line)
+            if m:
+                d = m.groupdict() | {"computation": current}
+                d["operands"] = re.findall(r"%([\w.\-]+)", d["args"])
+                instrs[d["name"]] = d
+    users: dict[str, list[dict]] = {}
+    for d in instrs.values():
+        for o in d["operands"]:
+            users.setdefault(o, []).append(d)
+    return instrs, comps, users
+
+
+def _from_partition_id(name: str, instrs: dict, comps: dict, depth: int = 0) -> bool:
+    """True if instruction `name` is, or is computed from, this device's partition-id."""
+    d = instrs.get(name)
+    if d is None or depth > 6:
+        return False
+    if d["op"] in ("partition-id", "replica-id"):
+        return True
+    called = re.search(r"calls=%([\w.\-]+)", d["attrs"])
+    if called and "partition-id(" in comps.get(called[1], ""):
+        return True
+    return any(_from_partition_id(o, instrs, comps, depth + 1) for o in d["operands"])
+
+
+def _sliced_by_partition(name: str, instrs: dict, users: dict, comps: dict, depth: int = 0) -> bool:
+    """True if `name` flows (through bitcasts/copies) into a dynamic-slice at partition-id."""
+    for u in users.get(name, []):
+        if u["op"] in ("bitcast", "copy", "reshape", "get-tuple-element") and depth < 4:
+            if _sliced_by_partition(u["name"], instrs, users, comps, depth + 1):
+                return True
+        called = re.search(r"calls=%([\w.\-]+)", u["attrs"])
+        slices = u["op"] == "dynamic-slice" or (
+            u["op"] == "fusion" and called is not None and "dynamic-slice(" in comps.get(called[1], ""))
+        if slices and (_from_partition_id(u["name"], instrs, comps) or any(
+                _from_partition_id(o, instrs, comps) for o in u["operands"] if o != name)):
+            return True
+    return False
+
+
+def collectives(compiled: Any, n_devices: int | None = None) -> list[Collective]:
+    """Every collective in a compiled program (or its HLO text), one row per array (Lab 03)."""
+    text = compiled if isinstance(compiled, str) else compiled.as_text()
+    if n_devices is None:
+        m = re.search(r"num_partitions=(\d+)", text)
+        n_devices = int(m[1]) if m else None
+    instrs, comps, users = _parse_module(text)
+    out: list[Collective] = []
+    for d in instrs.values():
+        op = d["op"].removesuffix("-start")
+        if op not in KINDS:
+            continue
+        groups = parse_replica_groups(d["attrs"], n_devices)
+        n = 2 if op == "collective-permute" else (len(groups[0]) if groups else (n_devices or 1))
+        meta = re.search(r'op_name="([^"]*)"', d["attrs"])
+        src = meta[1] if meta else ""
+        operands = [instrs[o] for o in d["operands"] if o in instrs]
+        shapes = [parse_shape(o["shape"])[0] for o in operands if parse_shape(o["shape"])]
+        if not shapes:  # operand defined outside what we parsed: fall back to the result
+            shapes = parse_shape(d["shape"])
+        if op == "all-reduce":  # a tuple all-reduce is several arrays reduced together
+            tuple_result = d["shape"].startswith("(")
+            for i, (dt, dims) in enumerate(shapes):
+                if tuple_result:
+                    gte = [u for u in users.get(d["name"], []) if u["op"] == "get-tuple-element"
+                           and re.search(rf"index={i}\b", u["attrs"])]
+                    sliced = any(_sliced_by_partition(g["name"], instrs, users, comps) for g in gte)
+                else:
+                    sliced = _sliced_by_partition(d["name"], instrs, users, comps)
+                kind, how = ("reduce-scatter", EMULATED_RS) if sliced else ("all-reduce", "all-reduce")
+                out.append(Collective(kind, how, d["name"] + (f"[{i}]" if tuple_result else ""), dims,
+                                      dt, nbytes(dt, dims), n, groups, src))
+            continue
+        dt = shapes[0][0]
+        total = sum(nbytes(t, s) for t, s in shapes)
+        dims = shapes[0][1] if len(shapes) == 1 else (len(shapes),) + shapes[0][1]
+        out.append(Collective(op, d["op"], d["name"], dims, dt, total, n, groups, src))
+    return out
+
+
+def summarize(table: Iterable[Collective], detail: bool = False) -> list[dict[str, Any]]:
+    """Rows per kind (or per kind, shape and origin if detail): count, bytes, ring bytes (Lab 03)."""
+    rows: dict[tuple, dict[str, Any]] = {}
+    for c in table:
+        key = (KINDS.index(c.kind),) + ((c.compiled_as, c.shape, c.dtype, c.group_size, c.origin) if detail else ())
+        head = {"kind": c.kind} | ({"compiled as": c.compiled_as, "operand shape": c.shape,
+                                   "dtype": c.dtype, "n": c.group_size, "from": c.origin} if detail else {})
+        r = rows.setdefault(key, head | {"count": 0, "bytes": 0, "ring bytes sent": 0.0})
+        r["count"] += 1
+        r["bytes"] += c.bytes
+        r["ring bytes sent"] += c.ring_bytes
+    return [rows[k] for k in sorted(rows, key=str)]
+
+
+def total_bytes(table: Iterable[Collective], kind: str | None = None) -> int:
+    """Sum of operand bytes per device, optionally of one kind (Lab 03)."""
+    return sum(c.bytes for c in table if kind is None or c.kind == kind)
+
+
+def kinds(table: Iterable[Collective]) -> dict[str, int]:
+    """{kind: count} of a collectives table, in KINDS order (Lab 03)."""
+    counts = {k: 0 for k in KINDS}
+    for c in table:
+        counts[c.kind] += 1
+    return {k: v for k, v in counts.items() if v}
+
+
+# --------------------------------------------------------------------------------------
+# Ring cost model
+# --------------------------------------------------------------------------------------
+
+ALGORITHMS = ("ring", "bidirectional ring")
+
+
+@dataclass(frozen=True)
+class Link:
+    """The bandwidth one device pushes along a ring on a real system (Lab 03)."""
+
+    system: str  # chip name from labkit.runtime.hardware
+    gbs: float  # GB/s (1e9 bytes/s) each device sends into the ring
+    algorithm: str  # "ring" | "bidirectional ring"
+    note: str  # how gbs follows from the spec table
+
+
+def link_for(chip: str, algorithm: str = "bidirectional ring") -> Link:
+    """Ring bandwidth per device from labkit.runtime.hardware's link_gbs: TPU ICI, NVLink, PCIe (Lab 03)."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    spec = hardware.lookup(chip)
+    if spec is None or spec.link_gbs is None:
+        raise ValueError(f"no interconnect figure for chip {chip!r}; known chips: "
+                         f"{', '.join(hardware.CHIPS)}")
+    one_way = spec.link_gbs / 2  # GB/s the chip can send over all its links together
+    if spec.kind == "tpu":
+        # A torus has 4 (2-D) or 6 (3-D) links per chip; a ring along one mesh axis uses the
+        # links to its two neighbours on that axis: one direction (ring) or both (bidirectional).
+        links = 6 if "3D" in spec.interconnect else 4
+        used = 2 if algorithm == "bidirectional ring" else 1
+        return Link(spec.name, one_way / links * used, algorithm,
+                    f"{spec.interconnect}: {links} links x {one_way / links:.0f} GB/s per "
+                    f"direction; a {algorithm} along one axis uses {used}")
+    # NVLink through NVSwitch (or PCIe through a switch): any ring gets the GPU's whole egress.
+    return Link(spec.name, one_way, algorithm,
+                f"{spec.interconnect}: switched, a ring gets the GPU's full {one_way:.0f} GB/s "
+                f"egress (both directions of a ring share it)")
+
+
+def ring_time(kind: str, nbytes: float, n: int, link: Link) -> float:
+    """Seconds for one collective of operand nbytes over n devices on link (bandwidth only) (Lab 03)."""
+    return ring_bytes(kind, nbytes, n) / (link.gbs * 1e9)
+
+
+def comm_time(table: Iterable[Collective], link: Link) -> float:
+    """Predicted seconds of communication per step: the sum over a collectives table (Lab 03)."""
+    return sum(ring_time(c.kind, c.bytes, c.group_size, link) for c in table)

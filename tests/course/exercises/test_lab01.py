@@ -1,0 +1,168 @@
+"""Lab 01 exercise checks: accept right answers (written any way), name the mistake in wrong ones."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from labkit.course import check
+
+from labkit.matmul import systolic
+from labkit.course.check import CheckFailed, NotDoneYet
+from labkit.course.exercises import lab01
+
+
+@pytest.fixture(params=[0, 1, 2])
+def seeded(request, monkeypatch):
+    """Deterministic random cases (the checks draw fresh entropy by default)."""
+    monkeypatch.setattr(lab01, "_rng", lambda: np.random.default_rng(request.param))
+    monkeypatch.delenv(check.MODE_ENV, raising=False)  # default "stop" mode
+
+
+def _not_done(*args):
+    check.your_turn("the exercise")
+
+
+def _wrong(checker, fn, hint: str) -> None:
+    with pytest.raises(CheckFailed, match=hint):
+        checker(fn)
+
+
+def _report_mode(monkeypatch, checker, fn, status: str) -> check.CheckResult:
+    monkeypatch.setenv(check.MODE_ENV, "report")
+    result = checker(fn)
+    assert result.status == status
+    return result
+
+
+# ------------------------------------------------------------------ 1. cycle count
+MAP = {"os": lambda M, K, N: (M, N, K), "ws": lambda M, K, N: (K, N, M), "is": lambda M, K, N: (K, M, N)}
+
+
+def cycles_loops(M, K, N, rows, cols, dataflow):
+    """Correct, written differently: count the folds with loops, add the phases one by one."""
+    sr, sc, t = MAP[dataflow](M, K, N)
+    total = 0
+    for _ in range(0, sr, rows):
+        for _ in range(0, sc, cols):
+            total += rows            # preload (WS/IS) or drain (OS)
+            total += t               # streaming
+            total += rows + cols - 2  # skew
+    return total
+
+
+def _cyc(fold_fn, cost_fn, mapping=None):
+    def fn(M, K, N, R, C, df):
+        sr, sc, t = (mapping or MAP[df])(M, K, N)
+        return fold_fn(sr, sc, R, C) * cost_fn(R, C, t)
+    return fn
+
+
+CEIL = lambda sr, sc, R, C: math.ceil(sr / R) * math.ceil(sc / C)  # noqa: E731
+
+
+def test_cycles_accepts_reference_and_other_correct(seeded):
+    assert lab01.check_cycles(lab01.reference_cycles).passed
+    assert lab01.check_cycles(cycles_loops).passed
+    assert lab01.check_cycles(lambda *a: systolic.scalesim_cycles(*a)).passed
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (_cyc(lambda sr, sc, R, C: sr / R * sc / C, lambda R, C, t: 2 * R + C + t - 2), "folds must be whole"),
+    (_cyc(lambda sr, sc, R, C: (sr // R) * (sc // C), lambda R, C, t: 2 * R + C + t - 2), "floor drops"),
+    (_cyc(lambda *a: 1, lambda R, C, t: 2 * R + C + t - 2), "that is one fold"),
+    (_cyc(CEIL, lambda R, C, t: R + t), "forgot the skew"),
+    (_cyc(CEIL, lambda R, C, t: R + C + t - 2), "forgot the fill"),
+    (_cyc(CEIL, lambda R, C, t: 2 * R + C + t - 1), "off by one in the skew"),
+    (_cyc(CEIL, lambda R, C, t: 2 * R + C + t - 2, mapping=lambda M, K, N: (M, N, K)), "mapping depends"),
+])
+def test_cycles_names_the_mistake(seeded, fn, hint):
+    _wrong(lab01.check_cycles, fn, hint)
+
+
+def test_cycles_not_done_and_report_mode(seeded, monkeypatch):
+    with pytest.raises(NotDoneYet):
+        lab01.check_cycles(_not_done)
+    _report_mode(monkeypatch, lab01.check_cycles, _not_done, "not done")
+    res = _report_mode(monkeypatch, lab01.check_cycles, _cyc(CEIL, lambda R, C, t: R + t), "wrong")
+    assert "skew" in res.message
+
+
+# ------------------------------------------------------------------ 2. block choice
+def pick_by_divisors(dim, align, max_block):
+    """Correct, written differently: all divisors of dim, filtered, largest."""
+    ok = [d for d in range(1, dim + 1) if dim % d == 0 and d % align == 0 and d <= max_block]
+    return max(ok) if ok else None
+
+
+def test_pick_block_accepts_reference_and_other_correct(seeded):
+    assert lab01.check_pick_block(lab01.largest_aligned_block).passed
+    assert lab01.check_pick_block(pick_by_divisors).passed
+
+
+def _smallest(dim, align, max_block):
+    return next((b for b in range(align, max_block + 1, align) if dim % b == 0), None)
+
+
+def _any_divisor(dim, align, max_block):
+    return max(b for b in range(1, min(dim, max_block) + 1) if dim % b == 0)
+
+
+def _never_none(dim, align, max_block):
+    return lab01.largest_aligned_block(dim, align, max_block) or align
+
+
+def _uncapped(dim, align, max_block):
+    return lab01.largest_aligned_block(dim, align, max(dim, max_block))
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (_smallest, "smallest aligned divisor"),
+    (_any_divisor, "multiple of align"),
+    (_never_none, "return None"),
+    (_uncapped, "max_block"),
+])
+def test_pick_block_names_the_mistake(seeded, fn, hint):
+    _wrong(lab01.check_pick_block, fn, hint)
+
+
+def test_pick_block_not_done(seeded, monkeypatch):
+    with pytest.raises(NotDoneYet):
+        lab01.check_pick_block(_not_done)
+    _report_mode(monkeypatch, lab01.check_pick_block, _not_done, "not done")
+    _report_mode(monkeypatch, lab01.check_pick_block, _smallest, "wrong")
+
+
+# ------------------------------------------------------------------ 3. padded utilization
+def test_padded_utilization_accepts_reference_and_other_correct(seeded):
+    assert lab01.check_padded_utilization(lab01.padded_utilization).passed
+    assert lab01.check_padded_utilization(lambda s, t: s / (math.ceil(s / t) * t)).passed
+    assert lab01.check_padded_utilization(lambda s, t: 1 - ((-s) % t) / (s + (-s) % t)).passed
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (lambda s, t: 1 - lab01.padded_utilization(s, t), "that is the waste"),
+    (lambda s, t: s / (max(1, s // t) * t), "floor or round"),
+    (lambda s, t: s / (max(1, round(s / t)) * t), "floor or round"),
+    (lambda s, t: math.ceil(s / t) * t, "padded size"),
+    (lambda s, t: math.ceil(s / t) * t / s, "upside down"),
+])
+def test_padded_utilization_names_the_mistake(seeded, fn, hint):
+    _wrong(lab01.check_padded_utilization, fn, hint)
+
+
+def test_padded_utilization_not_done(seeded, monkeypatch):
+    with pytest.raises(NotDoneYet):
+        lab01.check_padded_utilization(_not_done)
+    _report_mode(monkeypatch, lab01.check_padded_utilization, _not_done, "not done")
+
+
+def test_references_on_known_values():
+    assert lab01.reference_cycles(64, 32, 48, 8, 8, "ws") == 2064
+    assert lab01.largest_aligned_block(4096, 128, 512) == 512
+    assert lab01.largest_aligned_block(384, 128, 512) == 384
+    assert lab01.largest_aligned_block(640, 128, 512) == 128
+    assert lab01.largest_aligned_block(129, 128, 512) is None
+    assert lab01.padded_utilization(129, 128) == 129 / 256
+    assert lab01.padded_utilization(4096, 128) == 1.0

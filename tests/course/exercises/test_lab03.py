@@ -1,0 +1,164 @@
+"""Tests for labkit.course.exercises.lab03: right answers pass, plausible wrong ones get their hint.
+
+The checks compile on an 8-device mesh, so answers are judged in one separate process
+(report mode: every verdict is collected); "not done" and stop mode run here, before any
+compilation is needed.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from labkit.course.check import MODE_ENV, CheckFailed, NotDoneYet, your_turn
+from labkit.course.exercises import lab03
+from tests.conftest import run_python
+
+SCRIPT = r"""
+import json, os
+os.environ["LABKIT_CHECK_MODE"] = "report"
+import labkit
+labkit.setup(cpu_devices=8, quiet=True)
+from labkit.course.exercises import lab03
+from labkit.course.check import CheckFailed
+
+def right(x, w, y):  # the lab's solution
+    kinds = set()
+    if x[1] is not None and x[1] == w[0]:
+        kinds.add("reduce-scatter" if x[1] in y else "all-reduce")
+    elif x[1] is not None or w[0] is not None:
+        kinds.add("all-gather")
+    if any(h is not None and want != h for h, want in zip((x[0], w[1]), y)):
+        kinds.add("all-gather")
+    return kinds
+
+def right_alt(x, w, y):  # correct, written as a table of cases, returning a list
+    out = []
+    split_contraction = x[1] is not None and x[1] == w[0]
+    if split_contraction:
+        out.append("reduce-scatter" if y[0] == x[1] or y[1] == x[1] else "all-reduce")
+    if (x[1] is not None) != (w[0] is not None) or (x[0] and y[0] != x[0]) or (w[1] and y[1] != w[1]):
+        out.append("all-gather")
+    return out
+
+def never_rs(x, w, y):  # forgets that a split output turns the all-reduce into a reduce-scatter
+    k = right(x, w, y)
+    return {"all-reduce" if c == "reduce-scatter" else c for c in k}
+
+def no_partial_sums(x, w, y):  # forgets the contraction entirely
+    return {"all-gather"} if any(h is not None and want != h for h, want in zip((x[0], w[1]), y)) else set()
+
+def never_gather(x, w, y):  # forgets that a replicated output needs the tiles others computed
+    return right(x, w, y) - {"all-gather"}
+
+def sums_one_side(x, w, y):  # partial sums even when only x's contraction is split
+    k = right(x, w, y)
+    if x[1] is not None and w[0] is None:
+        k = (k - {"all-gather"}) | {"all-reduce"}
+    return k
+
+def always_gather(x, w, y):  # "sharding always costs a gather"
+    return right(x, w, y) | {"all-gather"}
+
+out = {}
+for name, fn in [("right", right), ("right_alt", right_alt), ("never_rs", never_rs),
+                 ("no_partial_sums", no_partial_sums), ("never_gather", never_gather),
+                 ("sums_one_side", sums_one_side), ("always_gather", always_gather)]:
+    r = lab03.check_predict_collectives(fn)
+    out["predict_" + name] = [r.status, r.message]
+for name, layout in [("right", {"w1": (None, "model"), "w2": ("model", None)}),
+                     ("broken", lab03.BROKEN_LAYOUT),
+                     ("w2_whole", {"w1": (None, "model"), "w2": (None, None)}),
+                     ("w1_rows", {"w1": ("model", None), "w2": ("model", None)}),
+                     ("not_dict", [("model", None)]),
+                     ("bad_axis", {"w1": (None, "expert"), "w2": ("model", None)})]:
+    r = lab03.check_fixed_layout(lambda layout=layout: layout)
+    out["fix_" + name] = [r.status, r.message]
+os.environ["LABKIT_CHECK_MODE"] = "stop"
+try:
+    lab03.check_fixed_layout(lambda: lab03.BROKEN_LAYOUT)
+    out["stop_raises"] = False
+except CheckFailed as e:
+    out["stop_raises"] = "all-gather" in str(e)
+print("RESULT" + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> dict:
+    proc = run_python(SCRIPT, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads([l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1][6:])
+
+
+@pytest.mark.parametrize("name", ["right", "right_alt"])
+def test_predict_accepts_correct_answers(verdicts: dict, name: str) -> None:
+    assert verdicts["predict_" + name][0] == "passed", verdicts["predict_" + name]
+
+
+@pytest.mark.parametrize("name, hint", [
+    ("never_rs", "reduce-scatter (half an all-reduce's traffic"),
+    ("no_partial_sums", "partial sums must be added across devices"),
+    ("never_gather", "tiles that other devices computed"),
+    ("sums_one_side", "only x's contracted dimension is split"),
+    ("always_gather", "no collective here"),
+])
+def test_predict_wrong_answers_get_their_hint(verdicts: dict, name: str, hint: str) -> None:
+    status, message = verdicts["predict_" + name]
+    assert status == "wrong" and hint in message, message
+
+
+def test_fixed_layout_accepts_megatron(verdicts: dict) -> None:
+    status, message = verdicts["fix_right"]
+    assert status == "passed" and "{'all-reduce': 1}" in message
+
+
+@pytest.mark.parametrize("name, hint", [
+    ("broken", "split the same way — by its rows"),
+    ("w2_whole", "w2 is replicated"),
+    ("w1_rows", "w1 is split along d_model"),
+    ("not_dict", 'return a dict {"w1"'),
+    ("bad_axis", "does not compile"),
+])
+def test_fixed_layout_wrong_answers_get_their_hint(verdicts: dict, name: str, hint: str) -> None:
+    status, message = verdicts["fix_" + name]
+    assert status == "wrong" and hint in message, message
+
+
+def test_stop_mode_raises_on_a_wrong_answer(verdicts: dict) -> None:
+    assert verdicts["stop_raises"]
+
+
+def test_not_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A stub answer is judged before anything is compiled: no devices needed.
+    monkeypatch.setenv(MODE_ENV, "report")
+    assert lab03.check_predict_collectives(lambda x, w, y: your_turn("7.1")).status == "not done"
+    assert lab03.check_fixed_layout(lambda: your_turn("7.2")).status == "not done"
+    monkeypatch.setenv(MODE_ENV, "stop")
+    with pytest.raises(NotDoneYet):
+        lab03.check_fixed_layout(lambda: your_turn("7.2"))
+    with pytest.raises(NotDoneYet):
+        lab03.check_predict_collectives(lambda x, w, y: your_turn("7.1"))
+
+
+def test_cases_cover_every_rule() -> None:
+    specs = lab03.MATMUL_CASES
+    assert len(specs) == len(set(specs)) >= 6
+    assert CheckFailed is not None  # stop mode's exception, imported for the suite's readers
+
+
+def test_mlp64_is_the_float64_mlp() -> None:
+    """The check's reference is numpy float64, never a device matmul (TF32 on a GPU by default)."""
+    import jax
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    x, w1, w2 = (rng.standard_normal(lab03.MLP_SHAPES[k]) * (0.2 if k != "x" else 1.0) for k in ("x", "w1", "w2"))
+    ref = lab03.mlp64(x, w1, w2)
+    assert ref.dtype == np.float64 and ref.shape == (16, 32)
+    with jax.default_matmul_precision("highest"):
+        got = np.asarray(lab03.mlp(*(a.astype(np.float32) for a in (x, w1, w2))))
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    # And gelu really is the tanh approximation: at h = 1 it is 0.841192 (erf GELU: 0.841345).
+    assert abs(lab03.mlp64(np.ones((1, 1)), np.ones((1, 1)), np.ones((1, 1)))[0, 0] - 0.841192) < 1e-6

@@ -1,0 +1,93 @@
+"""labkit.course.student: student copies hide every solution, change nothing else, and still run."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from labkit.course import cli, runner, student
+ROOT = Path(__file__).resolve().parents[2]
+LABS = runner.available_labs(ROOT / "labs")
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.stem)
+def test_student_copy_hides_solutions_and_changes_nothing_else(lab: Path) -> None:
+    orig = nbformat.read(lab, as_version=4)
+    copy = student.student_notebook(lab)
+    assert len(orig.cells) == len(copy.cells)
+    regions = 0
+    for a, b in zip(orig.cells, copy.cells):
+        if student.BEGIN in a.source:
+            regions += a.source.count(student.BEGIN)
+            hidden = student.solution_lines(nbformat.v4.new_notebook(cells=[a]))
+            leaked = [line for line in hidden if line in b.source.splitlines() or line in [s.strip() for s in b.source.splitlines()]]
+            assert not leaked, f"{lab.name}: solution text left in the student copy: {leaked}"
+            assert "NotImplementedError" in b.source and student.BEGIN not in b.source
+            # the function signature (the exercise's question) stays
+            assert a.source.splitlines()[0] == b.source.splitlines()[0]
+        else:
+            assert (a.cell_type, a.source, a.metadata) == (b.cell_type, b.source, b.metadata)
+        assert not b.get("outputs") and b.get("execution_count") is None
+    assert regions >= 2
+
+
+def _lab_with(tmp_path: Path, *sources: str) -> Path:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    p = tmp_path / "09_broken.ipynb"
+    nbformat.write(nb, p)
+    return p
+
+
+@pytest.mark.parametrize(
+    "sources, message",
+    [
+        (["x = 1", "def f():\n    ### BEGIN SOLUTION\n    return 1\n"], "code cell 2 has an unclosed solution region"),
+        (["def f():\n    return 1\n    ### END SOLUTION"], "code cell 1 closes a solution region it never opened"),
+        (["### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION"], "code cell 1 opens a solution region inside"),
+        (["def f():\n    return 1", "lab00.check_ridge_point(f)"], "code cell 2 calls lab00.check_ridge_point(...) but no solution"),
+        (["x = 1"], "no solution regions"),
+    ],
+)
+def test_broken_labs_are_refused_naming_file_and_cell(tmp_path: Path, sources: list[str], message: str) -> None:
+    lab = _lab_with(tmp_path, *sources)
+    with pytest.raises(student.StudentCopyError, match=re.escape(message)) as e:
+        student.student_notebook(lab)
+    assert "09_broken.ipynb" in str(e.value)
+    out = tmp_path / "out"
+    with pytest.raises(student.StudentCopyError):
+        student.write_student_copies([LABS[0], lab], out)
+    assert not out.exists() or not list(out.iterdir())  # nothing half-written
+
+
+def test_cli_student(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["student", "00", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / LABS[0].name).exists()
+    assert cli.main(["student", "nope", "--out", str(tmp_path)]) == 2
+    assert "available labs" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def student_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    d = tmp_path_factory.mktemp("student")
+    student.write_student_copies(LABS, d / "labs")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("LABKIT_CHECK_MODE", "report")  # report, don't stop: the stubs are "not done yet"
+    try:
+        return runner.run([], "smoke", d / "run", timeout_s=900, directory=d / "labs")
+    finally:
+        mp.undo()
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.stem)
+def test_student_copy_runs_and_reports_not_done(student_run: dict, lab: Path, tmp_path: Path) -> None:
+    result = next(r for r in student_run["labs"] if r["name"] == lab.stem)
+    err = result["error"] or {}
+    assert result["status"] == "ok", f"cell {err.get('cell')}: {err.get('ename')}: {err.get('evalue')}"
+    executed = nbformat.read(Path(student_run["out_dir"]) / result["notebook"], as_version=4)
+    text = "\n".join(o.get("text", "") for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    n_checks = sum(len(student._CHECK_CALL.findall(c.source)) for c in executed.cells if c.cell_type == "code")
+    assert text.count("not done yet") == n_checks >= 2
+    assert "✔" not in text  # no stub passes a check

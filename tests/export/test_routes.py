@@ -1,0 +1,174 @@
+"""labkit.export.routes / export_hlo: StableHLO artifacts (fresh process, symbolic batch) and torch.export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from flax import nnx
+
+from labkit.runtime import device
+
+from labkit.export import routes as export, stablehlo as export_hlo, kv_cache, weights
+from labkit.gpt.flax_model import FlaxGPT
+from labkit.gpt.convert import flax_to_torch, flat_params_numpy
+from labkit.gpt.config import get_config
+from tests.conftest import run_python
+
+CFG = get_config("test")
+TOL = 1e-4  # fp32 logits, |logits| ~ 1
+
+
+@pytest.fixture(scope="module")
+def models() -> tuple[FlaxGPT, torch.nn.Module, dict[str, np.ndarray]]:
+    fm = FlaxGPT(CFG, rngs=nnx.Rngs(0))
+    return fm, flax_to_torch(fm).eval(), flat_params_numpy(fm)
+
+
+@pytest.fixture(scope="module")
+def artifact(tmp_path_factory: pytest.TempPathFactory, models) -> tuple[Path, Path, object]:
+    d = tmp_path_factory.mktemp("art")
+    exp = export_hlo.export_forward(CFG)
+    export_hlo.save_artifact(exp, d / "fwd.jaxexport")
+    weights.save_weights(models[0], d / "w.safetensors")
+    return d / "fwd.jaxexport", d / "w.safetensors", exp
+
+
+def _tokens(b: int, t: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, CFG.vocab_size, (b, t)).astype(np.int32)
+
+
+def test_forward_artifact_describes_itself(artifact) -> None:
+    _, _, exp = artifact
+    info = export_hlo.describe(exp)
+    assert info["platforms"] == ["cpu", "cuda", "tpu"]
+    assert "tokens (b, t) int32" in info["inputs"]
+    assert info["outputs"] == [f"logits (b, t, {CFG.vocab_size}) float32"]
+    assert info["n_weight_inputs"] == 2 + 8 * CFG.n_layer + 2
+    assert info["op_counts"].get("stablehlo.dot_general", 0) > 0
+    text = export_hlo.stablehlo_excerpt(exp)
+    assert "func.func public @main(" in text and "_platform_index" in text and "tensor<?x?xi32>" in text
+    assert "loc(" not in text
+
+
+def test_fresh_process_parity_with_torch(artifact, models) -> None:
+    art, wpath, _ = artifact
+    tokens = _tokens(3, CFG.seq_len)
+    logits, info = export_hlo.run_fresh_process(art, wpath, tokens)
+    assert info["modules"] == [], "the artifact must run without flax, labkit or torch"
+    assert info["platform"] == jax.devices()[0].platform
+    with torch.no_grad():
+        ref = models[1](torch.from_numpy(tokens).long()).numpy()
+    assert logits.shape == (3, CFG.seq_len, CFG.vocab_size)
+    assert export.max_abs_diff(logits, ref) < TOL
+    assert export.max_abs_diff(logits, np.asarray(models[0](jnp.asarray(tokens)))) < TOL
+
+
+def test_symbolic_batch_and_length(artifact, models) -> None:
+    loaded = export_hlo.load_artifact(artifact[0])
+    flat = models[2]
+    for b, t in ((1, 1), (4, 7)):  # (3, seq_len) ran in the fresh process above
+        tok = _tokens(b, t, seed=b)
+        out = np.asarray(loaded.call(flat, tok))
+        assert out.shape == (b, t, CFG.vocab_size)
+        with torch.no_grad():  # the torch model as reference: fast, and the other framework
+            assert export.max_abs_diff(out, models[1](torch.from_numpy(tok).long())) < TOL
+    with pytest.raises(Exception, match="t <= 32|constraint|shape"):
+        loaded.call(flat, _tokens(1, CFG.seq_len + 1))  # longer than the context: the artifact refuses
+
+
+def test_step_artifact_round_trip_matches_native(models) -> None:
+    exp = jax.export.deserialize(export_hlo.export_step(CFG).serialize())
+    info = export_hlo.describe(exp, export_hlo.STEP_NAMES)
+    assert "start () int32" in info["inputs"] and "pad (b) int32" in info["inputs"]
+    native = jax.jit(kv_cache.jax_step_fn(CFG))
+    flat = {k: jnp.asarray(v) for k, v in models[2].items()}
+    tok, pad = _tokens(3, 5), jnp.zeros(3, jnp.int32)
+    k, v = kv_cache.jax_new_cache(CFG, 3, CFG.seq_len)
+    a = exp.call(flat, tok, k, v, jnp.int32(0), pad)
+    b = native(flat, tok, k, v, jnp.int32(0), pad)
+    for x, y in zip(a, b):
+        assert export.max_abs_diff(x, y) < 1e-5
+
+
+def test_torch_export_step_parity_and_dynamic_batch(models) -> None:
+    tm = models[1]
+    ep = export.export_torch_step(tm)
+    summary = export.torch_program_summary(ep)
+    assert summary["user_inputs"] == ["tokens", "k_cache", "v_cache", "start", "pad"]
+    assert summary["parameters"] == len(list(tm.parameters()))
+    assert summary["in_place_ops"] == {"index_copy_": 2 * CFG.n_layer}  # k and v writes per layer
+    prog = ep.module()
+    with torch.no_grad():
+        for b in (1, 5):  # exported with batch 2: the batch dimension is dynamic
+            tok = torch.from_numpy(_tokens(b, 6, seed=b)).long()
+            pad = torch.zeros(b, dtype=torch.long)
+            k1, v1 = kv_cache.torch_new_cache(CFG, b, CFG.seq_len)
+            k2, v2 = kv_cache.torch_new_cache(CFG, b, CFG.seq_len)
+            start = 0
+            for step in range(3):
+                x = tok if step == 0 else tok[:, -1:]
+                got = prog(x, k1, v1, torch.tensor(start), pad)
+                ref = kv_cache.torch_step(tm, x, k2, v2, torch.tensor(start), pad)
+                assert export.max_abs_diff(got, ref) < 1e-5
+                assert export.max_abs_diff(k1, k2) < 1e-5  # the cache mutation is part of the program
+                start += x.shape[1]
+
+
+XLA_TRAIN_SCRIPT = r"""
+import json
+import numpy as np
+import torch
+from labkit.export import routes as export
+from labkit.gpt.data import Batcher, to_torch
+from labkit.gpt.config import get_config
+from labkit.gpt.torch_model import TorchGPT, torch_loss
+
+cfg, steps = get_config("test"), 4
+tokens = np.random.default_rng(0).integers(0, cfg.vocab_size, 5000).astype(np.int32)
+model, xla_losses = export.train_torch_xla(cfg, tokens, steps=steps, batch=4, lr=3e-3, seed=0)
+# The reference: the same seed, data and optimizer in eager torch on the CPU.
+torch.manual_seed(0)
+ref = TorchGPT(cfg)
+opt = torch.optim.AdamW(ref.parameters(), lr=3e-3, weight_decay=0.0)
+cpu_losses = []
+for x, y in Batcher(tokens, 4, min(cfg.seq_len, 64), seed=0):
+    if len(cpu_losses) == steps:
+        break
+    loss = torch_loss(ref, to_torch(x, "cpu"), to_torch(y, "cpu"))
+    loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
+    cpu_losses.append(float(loss))
+w_diff = max(float((a.detach().cpu() - b.detach()).abs().max())
+             for a, b in zip(model.state_dict().values(), ref.state_dict().values()))
+print("RESULT" + json.dumps({"xla": xla_losses, "cpu": cpu_losses, "w_diff": w_diff,
+                             "device": str(next(model.parameters()).device)}))
+"""
+
+
+@pytest.mark.skipif(not device.xla_installed(), reason="torch-xla not installed (optional extra 'xla')")
+def test_torch_xla_route_trains_like_eager_torch() -> None:
+    # A subprocess: torch-xla's runtime (and PJRT_DEVICE=CPU) is per process.
+    proc = run_python(XLA_TRAIN_SCRIPT, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads([line for line in proc.stdout.splitlines() if line.startswith("RESULT")][-1][6:])
+    assert res["device"].startswith("xla"), res["device"]
+    assert np.allclose(res["xla"], res["cpu"], atol=1e-4), (res["xla"], res["cpu"])
+    assert res["w_diff"] < 1e-4, res["w_diff"]
+
+
+def test_max_abs_diff_checks_shapes() -> None:
+    assert export.max_abs_diff(np.ones(3), torch.ones(3) * 1.5) == 0.5
+    with pytest.raises(ValueError, match="shapes differ"):
+        export.max_abs_diff(np.ones(3), np.ones(4))
+
+
+def test_torch_xla_route_is_guarded() -> None:
+    if device.xla_installed():  # pragma: no cover - only where the optional extra is installed
+        pytest.skip("torch-xla is installed here: test_torch_xla_route_trains_like_eager_torch runs the route")
+    with pytest.raises(RuntimeError, match="torch-xla is not installed"):
+        export.train_torch_xla(CFG, np.arange(1000) % 256, steps=1)

@@ -1,0 +1,151 @@
+"""labkit.export.kv_cache / labkit.export.serve: cached decoding == full recomputation, same tokens in JAX and
+torch, left-padding, seeded sampling, bad prompts, and the benchmark's numbers."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from flax import nnx
+
+from labkit.export import stablehlo as export_hlo, kv_cache, serve
+from labkit.gpt.flax_model import FlaxGPT
+from labkit.gpt.convert import flax_to_torch, flat_params_numpy
+from labkit.gpt.config import get_config
+
+CFG = get_config("test")
+PROMPTS = ["ROMEO:", "O Romeo, Romeo, wherefore", "x"]  # mixed lengths: 6, 25, 1 bytes
+NEW = 6
+
+
+@pytest.fixture(scope="module")
+def models() -> tuple[FlaxGPT, torch.nn.Module, dict[str, np.ndarray]]:
+    fm = FlaxGPT(CFG, rngs=nnx.Rngs(2))
+    return fm, flax_to_torch(fm).eval(), flat_params_numpy(fm)
+
+
+@pytest.fixture(scope="module")
+def decoders(models) -> list:
+    fm, tm, flat = models
+    step = jax.export.deserialize(export_hlo.export_step(CFG).serialize())
+    return [serve.TorchDecoder(tm, "eager", device="cpu"), serve.JaxDecoder.native(CFG, flat),
+            serve.JaxDecoder.from_exported(step, CFG, flat)]
+
+
+def test_torch_kv_cache_equals_full_recomputation(models) -> None:
+    tm = models[1]
+    seq = torch.from_numpy(np.random.default_rng(0).integers(0, 256, (3, 5)))
+    k, v = kv_cache.torch_new_cache(CFG, 3, CFG.seq_len)
+    pad = torch.zeros(3, dtype=torch.long)
+    with torch.no_grad():
+        logits = kv_cache.torch_step(tm, seq, k, v, torch.tensor(0), pad)
+        for _ in range(8):
+            assert (logits - tm(seq)[:, -1]).abs().max() < 1e-5
+            nxt = logits.argmax(-1, keepdim=True)
+            logits = kv_cache.torch_step(tm, nxt, k, v, torch.tensor(seq.shape[1]), pad)
+            seq = torch.cat([seq, nxt], dim=1)
+
+
+def test_jax_kv_cache_equals_full_recomputation(models) -> None:
+    fm, _, flat = models
+    step = jax.jit(kv_cache.jax_step_fn(CFG))
+    flat = {n: jnp.asarray(a) for n, a in flat.items()}
+    seq = jnp.asarray(np.random.default_rng(1).integers(0, 256, (2, 4)), jnp.int32)
+    k, v = kv_cache.jax_new_cache(CFG, 2, CFG.seq_len)
+    pad = jnp.zeros(2, jnp.int32)
+    logits, k, v = step(flat, seq, k, v, jnp.int32(0), pad)
+    cached = []
+    for _ in range(6):
+        cached.append(logits)
+        nxt = jnp.argmax(logits, -1).astype(jnp.int32)[:, None]
+        logits, k, v = step(flat, nxt, k, v, jnp.int32(seq.shape[1]), pad)
+        seq = jnp.concatenate([seq, nxt], axis=1)
+    # One full pass over the final sequence: causal, so position i saw exactly what step i saw.
+    full = np.asarray(fm(seq))  # (2, 10, vocab)
+    for i, c in enumerate(cached):
+        assert float(np.abs(np.asarray(c) - full[:, 3 + i]).max()) < 1e-5
+
+
+def test_greedy_tokens_identical_in_jax_and_torch(models, decoders) -> None:
+    fm = models[0]
+    full = nnx.jit(lambda m, t: m(t))
+    # Equal-length prompts: the full-recomputation reference (FlaxGPT itself) has no padding.
+    p = serve.left_pad(["ROMEO:", "JULIET", "Romeo!"], CFG, NEW)
+    assert p.pad.tolist() == [0, 0, 0]
+    ref = serve.greedy_reference(lambda t: full(fm, t), p.tokens, NEW)
+    for d in decoders:
+        assert np.array_equal(serve.generate(d, p, NEW).tokens, ref), d.name
+
+
+def test_left_padded_batch_equals_each_prompt_alone(decoders) -> None:
+    batch = serve.left_pad(PROMPTS, CFG, NEW)
+    assert batch.pad.tolist() == [19, 0, 24] and batch.lengths.tolist() == [6, 25, 1]
+    assert batch.tokens[0, :19].tolist() == [0] * 19 and batch.tokens[2, -1] == ord("x")
+    alone = np.concatenate([serve.generate(decoders[0], serve.left_pad([q], CFG, NEW), NEW).tokens
+                            for q in PROMPTS])
+    for d in decoders:
+        assert np.array_equal(serve.generate(d, batch, NEW).tokens, alone), d.name
+
+
+def test_seeded_sampling(decoders) -> None:
+    batch = serve.left_pad(PROMPTS, CFG, NEW)  # the shapes test_left_padded_batch compiled
+    a = [serve.generate(d, batch, NEW, temperature=1.0, seed=3).tokens for d in decoders]
+    assert all(np.array_equal(x, a[0]) for x in a), "same seed, same tokens on every path"
+    assert np.array_equal(serve.generate(decoders[0], batch, NEW, temperature=1.0, seed=3).tokens, a[0])
+    others = [serve.generate(decoders[0], batch, NEW, temperature=1.0, seed=s).tokens for s in range(4, 8)]
+    assert any(not np.array_equal(o, a[0]) for o in others)
+    greedy = serve.generate(decoders[0], batch, NEW).tokens
+    cold = serve.generate(decoders[0], batch, NEW, temperature=1e-6, seed=1).tokens
+    assert np.array_equal(greedy, cold)  # T -> 0 is greedy
+    logits = np.log(np.array([[0.7, 0.2, 0.1]]))  # the sampler follows softmax(logits / T)
+    rng = np.random.default_rng(0)
+    freq = np.bincount([int(serve.sample(logits, 1.0, rng)[0]) for _ in range(4000)], minlength=3) / 4000
+    assert np.allclose(freq, [0.7, 0.2, 0.1], atol=0.03)
+
+
+@pytest.mark.parametrize("prompts, new, match", [
+    (["a" * CFG.seq_len], 1, r"prompt 0 has 32 tokens; with max_new_tokens=1 it needs 33 positions, "
+                             r"but the context holds 32"),
+    (["ok", "b" * 30], 5, r"prompt 1 has 30 tokens.*Keep its last 27 tokens"),
+    (["hello", ""], 4, r"prompt 1 is empty"),
+    ([[]], 4, r"prompt 0 is empty"),
+    ([], 4, r"no prompts"),
+    ("hello", 4, r"pass a list of prompts"),
+    ([[1, 2, 300]], 4, r"outside \[0, 256\)"),
+    (["hi"], 0, r"max_new_tokens must be a positive integer"),
+])
+def test_bad_prompts_refused(prompts, new, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        serve.left_pad(prompts, CFG, new)
+
+
+def test_bad_generation_arguments(decoders) -> None:
+    p = serve.left_pad(["hi"], CFG, 4)
+    with pytest.raises(ValueError, match="temperature"):
+        serve.generate(decoders[0], p, 4, temperature=-1.0)
+    with pytest.raises(ValueError, match="exceed the decoder's cache"):
+        serve.generate(decoders[0], p, CFG.seq_len)
+    with pytest.raises(ValueError, match="new_tokens >= 2"):
+        serve.benchmark(decoders[0], 1, 4, 1)
+
+
+def test_benchmark_numbers_are_consistent(decoders) -> None:
+    # batch 3 x 6 prompt tokens: shapes the greedy test already compiled (no new JAX compiles)
+    stats = serve.sweep(decoders[:2], (3,), prompt_len=6, new_tokens=5, repeats=2)
+    want = [("torch eager", 3), ("JAX jit", 3)]
+    assert [(s.path, s.batch) for s in stats] == want
+    for s in stats:
+        assert 0 < s.ttft_p50_ms <= s.ttft_p95_ms and 0 < s.tpot_p50_ms <= s.tpot_p95_ms
+        upper = serve.tokens_per_s(s.batch, s.new_tokens, 0, 0.001 * min(s.tpot_p50_ms, s.ttft_p50_ms) / 5)
+        assert 0 < s.tokens_per_s < upper
+        assert set(s.row()) >= {"path", "batch", "tokens_per_s", "ttft_p95_ms", "tpot_p95_ms"}
+    assert serve.tokens_per_s(4, 11, 0.5, 0.05) == pytest.approx(44 / 1.0)
+
+
+def test_kv_cache_bytes_matches_the_allocated_cache() -> None:
+    k, v = kv_cache.torch_new_cache(CFG, 3, 20)
+    assert kv_cache.kv_cache_bytes(CFG, 3, 20) == k.numel() * 4 + v.numel() * 4
+    kj, vj = kv_cache.jax_new_cache(CFG, 3, 20)
+    assert kv_cache.kv_cache_bytes(CFG, 3, 20, 4) == kj.nbytes + vj.nbytes

@@ -1,0 +1,111 @@
+"""labkit.gpt.train: both steps learn, agree with each other step by step, and generate deterministically (Lab 02)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+from labkit.gpt import data
+from labkit.gpt.torch_model import TorchGPT
+from labkit.gpt.convert import flat_params_numpy, load_flat_params, torch_to_flax
+from labkit.gpt.config import get_config
+from labkit.gpt.train import JaxTrainer, OptConfig, TorchTrainer, generate
+
+CFG = get_config("test")
+OPT = OptConfig(lr=3e-3)
+LOSS_TOL = 1e-4  # fp32, same weights and batches: JAX and torch losses agree to this (max abs, nats)
+
+
+@pytest.fixture(scope="module")
+def init() -> dict[str, np.ndarray]:
+    torch.manual_seed(0)
+    return flat_params_numpy(TorchGPT(CFG))
+
+
+@pytest.fixture(scope="module")
+def batches() -> list[tuple[np.ndarray, np.ndarray]]:
+    stream = data.Batcher(data.synthetic_tokens(20_000), 8, CFG.seq_len, seed=0)
+    return [next(stream) for _ in range(25)]
+
+
+@pytest.fixture(scope="module")
+def trained(init: dict, batches: list) -> dict[str, np.ndarray]:
+    """Per-step losses of both frameworks from the same init on the same batches (fp32)."""
+    jt = JaxTrainer(torch_to_flax(init, CFG), OPT)
+    tt = TorchTrainer(load_flat_params(TorchGPT(CFG), init), OPT)
+    lj = [float(jt.step(jnp.asarray(x), jnp.asarray(y))) for x, y in batches]
+    lt = [float(tt.step(data.to_torch(x), data.to_torch(y))) for x, y in batches]
+    return {"jax": np.array(lj), "torch": np.array(lt), "jt": jt,  # jt is reused (reset) by a later test
+            "params_jax": flat_params_numpy(jt.model()), "params_torch": flat_params_numpy(tt.model)}
+
+
+def test_both_frameworks_learn(trained: dict) -> None:
+    for fw in ("jax", "torch"):
+        losses = trained[fw]
+        assert losses[0] == pytest.approx(np.log(256), abs=0.1)  # untrained: about a uniform guess
+        assert losses[-3:].mean() < losses[:3].mean() - 0.5, f"{fw}: {losses}"
+
+
+def test_jax_and_torch_agree_step_by_step(trained: dict) -> None:
+    # Same weights (lossless converter), same batches, same AdamW + clipping: the same losses, and
+    # the same weights after 25 optimizer steps.
+    assert np.abs(trained["jax"] - trained["torch"]).max() < LOSS_TOL
+    pj, pt = trained["params_jax"], trained["params_torch"]
+    assert max(np.abs(pj[k] - pt[k]).max() for k in pj) < 1e-3
+
+
+def test_bf16_steps_run_close_to_fp32(init: dict, batches: list) -> None:
+    x, y = batches[0]
+    lj = float(JaxTrainer(torch_to_flax(init, CFG), OPT, dtype="bf16").step(jnp.asarray(x), jnp.asarray(y)))
+    lt = float(TorchTrainer(load_flat_params(TorchGPT(CFG), init), OPT, dtype="bf16").step(
+        data.to_torch(x), data.to_torch(y)))
+    assert lj == pytest.approx(np.log(256), abs=0.1) and lt == pytest.approx(lj, abs=0.02)
+
+
+def test_reset_restarts_without_recompiling_or_touching_the_model(init: dict, batches: list, trained: dict) -> None:
+    model = torch_to_flax(init, CFG)
+    jt = trained["jt"]  # already trained 25 steps
+    x, y = (jnp.asarray(a) for a in batches[0])
+    jt.reset(model)
+    assert float(jt.step(x, y)) == trained["jax"][0]  # back at the initial weights and a fresh AdamW
+    jt.step(x, y)
+    jt.reset(model)  # donated buffers were copies: `model` is still intact
+    assert float(jt.step(x, y)) == trained["jax"][0]
+    assert jt.step_fn._cache_size() == 1  # same shapes, same program: no recompile
+    with pytest.raises(ValueError, match="reset needs a model"):
+        jt.reset(torch_to_flax(flat_params_numpy(TorchGPT(get_config("test", n_layer=1))), get_config("test", n_layer=1)))
+
+
+def test_lowered_step_is_the_jitted_step(init: dict) -> None:
+    jt = JaxTrainer(torch_to_flax(init, CFG), OPT)
+    x = jnp.zeros((2, CFG.seq_len), jnp.int32)
+    assert "dot(" in jt.lower(x, x).as_text(dialect="hlo")
+
+
+def test_bad_dtype_is_refused(init: dict) -> None:
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        JaxTrainer(torch_to_flax(init, CFG), dtype="fp16")
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        TorchTrainer(TorchGPT(CFG), dtype="int8")
+
+
+def test_generate_shape_and_determinism(init: dict) -> None:
+    tm = load_flat_params(TorchGPT(CFG), init)
+    fm = torch_to_flax(init, CFG)
+    prompt = np.array([[1, 2, 3], [4, 5, 6]])
+    g = generate(tm, prompt, 10)
+    assert g.shape == (2, 13) and (g[:, :3] == prompt).all() and g.dtype == np.int32
+    assert (generate(tm, prompt, 10) == g).all()  # greedy: deterministic
+    assert (generate(fm, prompt, 10) == g).all()  # same weights in JAX: same greedy tokens
+    s1, s2 = generate(fm, prompt, 10, temperature=1.0, seed=7), generate(fm, prompt, 10, temperature=1.0, seed=7)
+    assert (s1 == s2).all() and s1.shape == (2, 13)
+    long = generate(tm, np.arange(CFG.seq_len + 5)[None] % 256, 3)  # longer than the context: cropped
+    assert long.shape == (1, CFG.seq_len + 8)
+    with pytest.raises(ValueError, match="temperature"):
+        generate(tm, prompt, 1, temperature=-1.0)
+    with pytest.raises(ValueError, match="at least one token"):
+        generate(tm, np.zeros((1, 0), np.int32), 1)
+

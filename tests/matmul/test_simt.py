@@ -1,0 +1,132 @@
+"""Tests for labkit.matmul.simt (Lab 01): wave quantization, padding and the roofline term."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import pytest
+
+from labkit.matmul import simt
+from labkit.matmul.simt import GemmTiling, predict
+
+
+@dataclass(frozen=True)
+class FakeChip:
+    """A ChipSpec look-alike: 10 SMs, 100 TFLOP/s bf16, 1000 GB/s (ridge 100 FLOP/byte)."""
+    name: str = "Fake GPU"
+    kind: str = "gpu"
+    peak_tflops: Mapping[str, float | None] = field(
+        default_factory=lambda: {"bf16": 100.0, "fp16": 100.0, "fp32": 10.0, "fp8": None})
+    memory_gb: float = 16
+    bandwidth_gbs: float = 1000.0
+    sm_count: int | None = 10
+    mma_shape: tuple[int, int, int] | None = (16, 8, 16)
+    matrix_unit: str = "tensor cores (fake)"
+
+    def peak(self, dtype: str) -> float | None:
+        tflops = self.peak_tflops.get(dtype)
+        return None if tflops is None else tflops * 1e12
+
+
+CHIP = FakeChip()
+TILE = GemmTiling(128, 128, 32, 64, 64, (16, 8, 16))
+BIG_K = 1 << 16  # deep K keeps these GEMMs compute bound
+
+
+def test_default_tiling_is_128x128x32_with_64x64_warps():
+    t = simt.default_tiling(CHIP, "bf16")
+    assert (t.block_m, t.block_n, t.block_k, t.warp_m, t.warp_n) == (128, 128, 32, 64, 64)
+    assert t.mma == (16, 8, 16) and t.warps == 4
+    assert simt.default_tiling(CHIP, "fp32").mma == (1, 1, 1)  # fp32 runs on CUDA cores
+
+
+def test_wave_quantization_steps_at_sm_count():
+    full = predict(128 * 10, 128, BIG_K, CHIP, tiling=TILE)   # 10 tiles on 10 SMs
+    over = predict(128 * 11, 128, BIG_K, CHIP, tiling=TILE)   # 11 tiles: a second wave
+    assert (full.tiles, full.waves, full.wave_efficiency) == (10, 1, 1.0)
+    assert (over.tiles, over.waves) == (11, 2)
+    assert over.wave_efficiency == pytest.approx(11 / 20)     # about half
+    assert over.predicted_time_s == pytest.approx(2 * full.predicted_time_s)
+    assert over.fraction_of_peak == pytest.approx(full.fraction_of_peak * 11 / 20)
+    two_per_sm = GemmTiling(128, 128, 32, 64, 64, (16, 8, 16), blocks_per_sm=2)
+    assert predict(128 * 11, 128, BIG_K, CHIP, tiling=two_per_sm).waves == 1
+
+
+def test_padding_efficiency_is_one_at_multiples_and_drops_at_plus_one():
+    assert predict(256, 384, 64, CHIP, tiling=TILE).padding_efficiency == 1.0
+    assert predict(129, 128, 32, CHIP, tiling=TILE).padding_efficiency == pytest.approx(129 / 256)
+    assert predict(128, 128, 33, CHIP, tiling=TILE).padding_efficiency == pytest.approx(33 / 64)
+
+
+def test_compute_bound_fraction_is_wave_times_padding_efficiency():
+    p = predict(1000, 704, BIG_K, CHIP, tiling=TILE)
+    assert p.bound == "compute" and p.aligned
+    assert p.fraction_of_peak == pytest.approx(p.wave_efficiency * p.padding_efficiency)
+    assert p.predicted_tflops == pytest.approx(p.fraction_of_peak * 100.0)
+    # N = 700 bf16 elements = 1400 bytes: not whole 16-byte vectors -> cuBLAS's unaligned kernels.
+    q = predict(1000, 700, BIG_K, CHIP, tiling=TILE)
+    assert not q.aligned
+    assert q.fraction_of_peak == pytest.approx(
+        q.wave_efficiency * q.padding_efficiency * simt.UNALIGNED_EFFICIENCY)
+
+
+def test_alignment_needs_n_and_k_in_16_byte_rows_not_m():
+    assert simt.is_aligned(4096, 4096, "bf16") and simt.is_aligned(8, 8, "bf16")
+    assert not simt.is_aligned(4097, 4096, "bf16") and not simt.is_aligned(4096, 4097, "bf16")
+    assert simt.is_aligned(4, 4, "fp32") and not simt.is_aligned(4, 2, "fp32")  # 4 x 4 B = 16 B
+    assert simt.is_aligned(16, 16, "fp8") and not simt.is_aligned(8, 16, "fp8")
+    h100 = "NVIDIA H100 SXM"
+    odd_m = predict(4097, 4096, 4096, h100)
+    assert odd_m.aligned and odd_m.fraction_of_peak > 0.7  # M only adds a row of tiles
+    for p in (predict(4096, 4097, 4096, h100), predict(4096, 4096, 4097, h100)):
+        assert not p.aligned and p.fraction_of_peak < 0.25  # measured on an H100: 0.13-0.14
+    with pytest.raises(ValueError, match="dtype"):
+        simt.is_aligned(8, 8, "fp64")
+
+
+def test_memory_bound_roofline_term():
+    small = GemmTiling(16, 16, 16, 16, 16, (16, 8, 16))
+    p = predict(64, 64, 64, CHIP, tiling=small)
+    nbytes = (64 * 64 + 64 * 64) * 2 + 64 * 64 * 2            # A, B read once, C written; bf16
+    assert p.bound == "memory"
+    assert p.arithmetic_intensity == pytest.approx(2 * 64**3 / nbytes)
+    assert p.memory_time_s == pytest.approx(nbytes / 1e12)
+    assert p.fraction_of_peak == pytest.approx(2 * 64**3 / (p.memory_time_s * 1e14))
+    no_reuse = predict(64, 64, 64, CHIP, tiling=small, perfect_l2=False)  # 4 x 4 tiles
+    assert no_reuse.memory_time_s == pytest.approx(((4 + 4) * 64 * 64 * 2 + 64 * 64 * 2) / 1e12)
+
+
+def test_fraction_of_peak_in_range_and_big_squares_approach_the_limit():
+    preds = simt.sweep([1, 7, 128, 129, 1000, 4096, 4097, 20000], CHIP, vary="M")
+    assert all(0 < p.fraction_of_peak <= 1 for p in preds)
+    squares = [predict(n, n, n, CHIP, tiling=TILE).fraction_of_peak
+               for n in (128, 512, 2048, 8192, 32768)]
+    assert squares[0] < squares[-1] and squares[-1] > 0.97
+    assert [p.M for p in preds][:3] == [1, 7, 128] and preds[0].N == 4096
+
+
+def test_real_chips_from_the_hardware_table():
+    hardware = pytest.importorskip("labkit.runtime.hardware")
+    for name in ("NVIDIA H100 SXM", "NVIDIA A100 SXM 80GB", "NVIDIA T4"):
+        spec = hardware.lookup(name)
+        dtype = "bf16" if spec.peak("bf16") else "fp16"
+        by_name = predict(8192, 8192, 8192, name, dtype)
+        assert by_name == predict(8192, 8192, 8192, spec, dtype) and by_name.chip == spec.name
+        assert 0.9 < by_name.fraction_of_peak <= 1 and by_name.bound == "compute"
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: predict(0, 8, 8, CHIP), "M must be a positive integer, got 0"),
+    (lambda: predict(8, 8, -3, CHIP), "K must be a positive integer"),
+    (lambda: predict(8, 8, 8, FakeChip(name="Fake TPU", sm_count=None)), "use.*labkit.matmul.systolic"),
+    (lambda: predict(8, 8, 8, "Imaginary GPU 9000"), "unknown chip.*pass a ChipSpec"),
+    (lambda: predict(8, 8, 8, CHIP, "fp8"), "no fp8 peak; pick one of fp32, bf16, fp16"),
+    (lambda: predict(8, 8, 8, CHIP, "fp64"), "unknown dtype 'fp64'"),
+    (lambda: GemmTiling(128, 128, 32, 48, 64), "block_m=128 is not a multiple of warp_m=48"),
+    (lambda: GemmTiling(128, 128, 24, 64, 64, (16, 8, 16)),
+     "block_k=24 is not a multiple of mma k=16"),
+    (lambda: simt.sweep([8], CHIP, vary="Q"), "vary must be 'M', 'N' or 'K'"),
+])
+def test_bad_input_names_the_problem(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()

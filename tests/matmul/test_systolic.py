@@ -1,0 +1,178 @@
+"""Tests for labkit.matmul.systolic (Lab 01): the simulator against numpy and its own closed form."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from labkit.matmul import systolic
+from labkit.matmul.systolic import activity_over_time, cycles, scalesim_cycles, simulate
+
+DATAFLOWS = ("os", "ws", "is")
+
+
+def _random_cases(n: int, seed: int = 2024) -> list[tuple[int, int, int, int, int]]:
+    """(M, K, N, rows, cols) with sizes that are mostly not multiples of the array."""
+    rng = np.random.default_rng(seed)
+    cases = [(1, 1, 1, 1, 1), (1, 9, 1, 4, 4), (7, 1, 5, 3, 2), (8, 8, 8, 4, 4), (9, 4, 5, 4, 4)]
+    while len(cases) < n:
+        m, k, nn = (int(v) for v in rng.integers(1, 19, size=3))
+        r, c = (int(v) for v in rng.integers(1, 7, size=2))
+        cases.append((m, k, nn, r, c))
+    return cases
+
+
+CASES = _random_cases(24)
+
+
+def _expected_reads(M: int, K: int, N: int, R: int, C: int, df: str) -> dict[str, int]:
+    """Hand count: each fold reads its A and B blocks once; WS/IS write a partial per K fold."""
+    if df == "os":   # A re-read per column fold, B per row fold, C written once
+        return {"A": M * K * math.ceil(N / C), "B": K * N * math.ceil(M / R), "psum": 0,
+                "out": M * N}
+    k_folds = math.ceil(K / R)
+    partials = {"psum": M * N * (k_folds - 1), "out": M * N * k_folds}
+    if df == "ws":   # B (stationary) read once, A streamed once per N fold
+        return {"A": M * K * math.ceil(N / C), "B": K * N, **partials}
+    return {"A": M * K, "B": K * N * math.ceil(M / C), **partials}  # is: A stationary
+
+
+@pytest.mark.parametrize("dataflow", DATAFLOWS)
+@pytest.mark.parametrize("M,K,N,R,C", CASES)
+def test_simulator_matches_numpy_and_closed_form(M, K, N, R, C, dataflow):
+    rng = np.random.default_rng(M * 1000 + K * 100 + N)
+    A = rng.integers(-50, 50, size=(M, K), dtype=np.int32)
+    B = rng.integers(-50, 50, size=(K, N), dtype=np.int32)
+    res = simulate(A, B, R, C, dataflow)
+    assert res.product.dtype == np.int64
+    np.testing.assert_array_equal(res.product, A.astype(np.int64) @ B.astype(np.int64))
+
+    model = cycles(M, K, N, R, C, dataflow)
+    sr, sc, _ = res.mapping
+    assert res.cycles == model.cycles == model.folds * model.per_fold
+    assert res.cycles == scalesim_cycles(M, K, N, R, C, dataflow)  # see test_equals_scalesim
+    assert res.folds == model.folds == math.ceil(sr / R) * math.ceil(sc / C)
+    assert res.utilization == pytest.approx(M * N * K / (res.cycles * R * C))
+    assert res.utilization == pytest.approx(model.utilization)
+    assert res.activity.shape == (res.cycles, R, C)
+    assert int(res.activity.sum()) == M * N * K  # every MAC happens exactly once
+    assert res.operand_reads == _expected_reads(M, K, N, R, C, dataflow)
+
+
+@pytest.mark.parametrize("dataflow", DATAFLOWS)
+def test_floats_match_numpy(dataflow):
+    rng = np.random.default_rng(7)
+    for M, K, N, R, C in CASES[:10]:
+        A, B = rng.standard_normal((M, K)), rng.standard_normal((K, N)).astype(np.float32)
+        res = simulate(A, B, R, C, dataflow, record_activity=False)
+        assert res.product.dtype == np.float64 and res.activity is None
+        np.testing.assert_allclose(res.product, A @ B.astype(np.float64), rtol=1e-12, atol=1e-12)
+
+
+def test_lab_reference_points_8x8_64x32x48(capsys):
+    M, K, N, R = 64, 32, 48, 8
+    rng = np.random.default_rng(0)
+    A, B = rng.integers(-8, 8, (M, K)), rng.integers(-8, 8, (K, N))
+    got = {df: simulate(A, B, R, R, df, record_activity=False).cycles for df in DATAFLOWS}
+    # Hand derivation: folds = ceil(Sr/8) * ceil(Sc/8); per fold = preload (WS/IS: 8 rows)
+    # + T streaming + 8 + 8 - 2 skew + drain (OS: 8 rows).
+    hand = {"os": (64 // 8) * (48 // 8) * (0 + 32 + 14 + 8),   # (Sr,Sc,T)=(64,48,32): 48 x 54
+            "ws": (32 // 8) * (48 // 8) * (8 + 64 + 14 + 0),   # (32,48,64): 24 x 86
+            "is": (32 // 8) * (64 // 8) * (8 + 48 + 14 + 0)}   # (32,64,48): 32 x 70
+    assert got == hand == {"os": 2592, "ws": 2064, "is": 2240}
+    with capsys.disabled():
+        for df in DATAFLOWS:
+            print(f"\nsim_cycles_{df}_8x8_64x32x48 = {got[df]}", end="")
+        print()
+
+
+@pytest.mark.parametrize("dataflow", DATAFLOWS)
+def test_equals_scalesim_formula(dataflow):
+    # Claim: with full-array folds and no overlap, our count is SCALE-Sim's 2R + C + T - 2
+    # per fold; only where the R "fill" cycles sit differs (OS pays them as output drain).
+    for M, K, N, R, C in CASES + [(100_000, 4097, 129, 128, 128), (1, 100_000, 8, 256, 256)]:
+        model = cycles(M, K, N, R, C, dataflow)
+        assert model.cycles == scalesim_cycles(M, K, N, R, C, dataflow)
+        assert model.fill + model.skew_drain == R + (R + C - 2)
+
+
+def test_closed_form_handles_tpu_sizes_exactly():
+    model = cycles(100_000, 100_000, 100_000, 256, 256, "ws")
+    assert isinstance(model.cycles, int) and model.folds == 391 * 391
+    assert model.cycles == 391 * 391 * (2 * 256 + 256 + 100_000 - 2)
+    assert 0.0 < model.utilization <= 1.0
+
+
+def test_padding_cliffs_and_small_batch():
+    u = systolic.utilization_sweep([128, 129], 128, 128, "os", vary="M",
+                                   fixed={"K": 4096, "N": 4096})
+    assert u[1] < 0.6 * u[0]  # 129 rows need a second, almost empty, row of folds
+    u = systolic.utilization_sweep([4096, 4097], 128, 128, "ws", vary="N")
+    assert u[1] < u[0]
+    small = systolic.utilization_sweep(range(1, 9), 128, 128, "ws", vary="M")
+    assert np.all(np.diff(small) > 0) and small[0] < 0.01  # batch 1 wastes the array
+
+
+def test_long_dataflow_names_are_accepted():
+    A, B = np.ones((3, 2), int), np.ones((2, 4), int)
+    for long, short in [("output_stationary", "os"), ("Weight-Stationary", "ws"),
+                        ("input_stationary", "is")]:
+        assert simulate(A, B, 2, 2, long).dataflow == short
+        assert cycles(3, 2, 4, 2, 2, long) == cycles(3, 2, 4, 2, 2, short)
+
+
+def test_os_registers_move_one_pe_per_cycle():
+    A = np.arange(1, 21).reshape(4, 5)          # (M=4, K=5) on a 4 x 4 array: one fold
+    B = np.arange(1, 21).reshape(5, 4) * 100
+    res = simulate(A, B, 4, 4, "os", snapshot_cycles=(3, 4 + 5 + 4 - 3))
+    snap = res.snapshots[3]
+    for i in range(4):
+        for j in range(4):
+            k = 3 - i - j                        # A[i, k] and B[k, j] meet at PE (i, j) at i+j+k
+            want = (A[i, k], B[k, j]) if 0 <= k < 5 else (0, 0)
+            assert (snap["A"][i, j], snap["B"][i, j]) == want
+    # Last compute cycle (T + R + C - 3): every accumulator holds its finished dot product.
+    np.testing.assert_array_equal(res.snapshots[10]["acc"], A @ B)
+    first_busy = res.activity.argmax(axis=0)    # (rows, cols) first useful cycle of each PE
+    np.testing.assert_array_equal(first_busy, np.add.outer(np.arange(4), np.arange(4)))
+
+
+@pytest.mark.parametrize("dataflow,held", [("ws", "B"), ("is", "A")])
+def test_stationary_tile_is_preloaded_in_rows_cycles(dataflow, held):
+    A, B = np.arange(12).reshape(3, 4), np.arange(8).reshape(4, 2)
+    res = simulate(A, B, 4, 4, dataflow, snapshot_cycles=(3,))
+    tile = res.snapshots[3][held][:4, :]         # after R = 4 preload cycles
+    want = B if dataflow == "ws" else A.T        # IS holds A transposed: PE (i, j) = A[j, i]
+    np.testing.assert_array_equal(tile[:want.shape[0], :want.shape[1]], want)
+    assert not res.activity[:4].any()            # no MACs while preloading
+
+
+def test_activity_over_time_averages_to_utilization():
+    rng = np.random.default_rng(1)
+    res = simulate(rng.integers(0, 5, (10, 6)), rng.integers(0, 5, (6, 9)), 4, 3, "ws")
+    busy = activity_over_time(res)
+    assert busy.shape == (res.cycles,) and busy.min() >= 0 and busy.max() <= 1
+    assert busy.mean() == pytest.approx(res.utilization)
+    no_record = simulate(np.ones((2, 2)), np.ones((2, 2)), 2, 2, "os", record_activity=False)
+    with pytest.raises(ValueError, match="record_activity=True"):
+        activity_over_time(no_record)
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: cycles(0, 4, 4, 8, 8, "os"), "M must be a positive integer, got 0"),
+    (lambda: cycles(4, 4, 4, 8, -1, "os"), "cols must be a positive integer"),
+    (lambda: simulate(np.ones((2, 2)), np.ones((2, 2)), 0, 2, "os"), "rows must be a positive"),
+    (lambda: simulate(np.ones((2, 3)), np.ones((4, 5)), 2, 2, "os"),
+     r"A has shape \(2, 3\) and B has shape \(4, 5\)"),
+    (lambda: simulate(np.ones((2, 2)), np.ones((2, 2)), 2, 2, "xs"),
+     "unknown dataflow 'xs': use one of 'os'.*'input_stationary'"),
+    (lambda: simulate(np.ones(3), np.ones((3, 2)), 2, 2, "os"), "A must be a 2-D matrix"),
+    (lambda: simulate(np.ones((0, 3)), np.ones((3, 2)), 2, 2, "os"), "sizes must be positive"),
+    (lambda: simulate(np.ones((2, 2), complex), np.ones((2, 2)), 2, 2, "os"), "real floats"),
+    (lambda: simulate(np.ones((2, 2)), np.ones((2, 2)), 2, 2, "os", snapshot_cycles=(99,)),
+     "outside this run"),
+])
+def test_bad_input_names_the_problem(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()

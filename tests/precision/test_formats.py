@@ -1,0 +1,175 @@
+"""labkit.precision.formats: the format table equals finfo; rounding and accumulation vs float64."""
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from labkit.runtime import hardware
+
+from labkit.precision import formats as precision
+from labkit.course.exercises.lab04 import round_to_bits  # independent float64 (frexp) reference
+
+FLOATS = {"fp32": np.float32, "bf16": ml_dtypes.bfloat16, "fp16": np.float16,
+          "fp8_e4m3": ml_dtypes.float8_e4m3fn, "fp8_e5m2": ml_dtypes.float8_e5m2}
+
+
+@pytest.mark.parametrize("name", list(FLOATS))
+def test_table_values_equal_finfo(name: str) -> None:
+    fi = ml_dtypes.finfo(FLOATS[name])
+    row = next(r for r in precision.format_table() if r["name"] == name)
+    assert (row["bits"], row["exponent_bits"], row["mantissa_bits"]) == (fi.bits, fi.nexp, fi.nmant)
+    assert row["max"] == float(fi.max) and row["eps"] == float(fi.eps)
+    assert row["smallest_normal"] == float(fi.smallest_normal)
+    assert row["smallest_subnormal"] == float(fi.smallest_subnormal)
+    assert row["has_inf"] is (name != "fp8_e4m3")  # e4m3fn: finite only, overflow -> NaN
+
+
+def test_known_values() -> None:
+    assert precision.format_info("fp16").max == 65504.0
+    assert precision.format_info("fp8_e4m3").max == 448.0
+    assert precision.format_info("fp8_e5m2").max == 57344.0
+    assert precision.format_info("bf16").eps == 2.0**-7
+
+
+@pytest.mark.parametrize("name", ["fp32", "bf16", "fp16", "fp8_e5m2"])
+def test_ieee_formula_matches_finfo(name: str) -> None:
+    fi = ml_dtypes.finfo(FLOATS[name])
+    assert precision.ieee_like(int(fi.nexp), int(fi.nmant)) == {
+        "max": float(fi.max), "smallest_normal": float(fi.smallest_normal),
+        "smallest_subnormal": float(fi.smallest_subnormal), "eps": float(fi.eps)}
+
+
+def test_tf32_and_int8_rows() -> None:
+    tf = precision.format_info("tf32")
+    assert (tf.sign_bits, tf.exponent_bits, tf.mantissa_bits, tf.bits) == (1, 8, 10, 19)
+    assert tf.max == (2 - 2.0**-10) * 2.0**127 and tf.smallest_normal == 2.0**-126
+    assert tf.eps == 2.0**-10
+    i8 = precision.format_info("int8")
+    assert (i8.max, i8.eps, i8.has_inf) == (float(np.iinfo(np.int8).max), 1.0, False)
+
+
+def test_native_chips_come_from_hardware() -> None:
+    assert "TPU v5e" in precision.native_chips("bf16") and "NVIDIA T4" not in precision.native_chips("bf16")
+    assert "TPU v5e" not in precision.native_chips("fp32")  # fp32 matmuls are bf16 passes there
+    fp8 = {n for n, s in hardware.CHIPS.items() if s.peak_tflops.get("fp8") is not None}
+    assert set(precision.native_chips("fp8_e4m3")) == fp8 == set(precision.native_chips("fp8_e5m2"))
+    assert "NVIDIA H100 SXM" in fp8 and "NVIDIA A100 SXM 40GB" not in fp8
+    assert precision.native_chips("tf32", ["NVIDIA T4", "NVIDIA A100 SXM 40GB"]) == ("NVIDIA A100 SXM 40GB",)
+
+
+def test_unknown_format_lists_the_valid_ones() -> None:
+    for call in (lambda: precision.format_info("fp4"), lambda: precision.round_to(1.0, "float8"),
+                 lambda: precision.native_chips("e4m3")):
+        with pytest.raises(precision.UnknownFormatError, match="valid formats are fp32, tf32, bf16"):
+            call()
+
+
+# ------------------------------------------------------------------------- rounding
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(width=32, allow_nan=True, allow_infinity=True))
+def test_round_mantissa_7_bits_is_a_bf16_cast(x: float) -> None:
+    got = precision.round_mantissa(np.float32(x), 7)
+    want = np.float32(x).astype(ml_dtypes.bfloat16).astype(np.float32)
+    assert (np.isnan(got) and np.isnan(want)) or got == want
+
+
+def test_round_mantissa_bulk_and_edges() -> None:
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(200_000) * 10.0 ** rng.uniform(-44, 38, 200_000)).astype(np.float32)
+    edges = np.array([0.0, -0.0, np.inf, -np.inf, 3.3895e38, 3.4e38, 1e-45, 1.0 + 2.0**-8,
+                      1.0 + 3 * 2.0**-8], np.float32)  # ties: 1 + half ulp -> 1; 1 + 1.5 ulp -> 1 + 2 ulp
+    x = np.concatenate([x, edges])
+    np.testing.assert_array_equal(precision.round_mantissa(x, 7),
+                                  x.astype(ml_dtypes.bfloat16).astype(np.float32))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(min_value=2.0**-125, max_value=2.0**126, width=32), st.booleans())
+def test_tf32_rounding_vs_float64_reference(x: float, neg: bool) -> None:
+    x = -x if neg else x
+    got = float(precision.round_mantissa(np.float32(x), 10))
+    assert got == round_to_bits(float(np.float32(x)), 10)
+    assert abs(got - x) <= 2.0**-11 * abs(x)  # unit roundoff of a 10-bit mantissa
+
+
+def test_truncate_mode_chops_toward_zero() -> None:
+    x = np.float32(1.0 + 2.0**-10 * 0.999)  # just under one tf32 step above 1
+    assert precision.round_mantissa(x, 10, "truncate") == 1.0
+    assert precision.round_mantissa(x, 10) == np.float32(1.0 + 2.0**-10)
+    assert precision.round_mantissa(-x, 10, "truncate") == -1.0
+    with pytest.raises(ValueError, match="mode"):
+        precision.round_mantissa(x, 10, "up")
+    with pytest.raises(ValueError, match="mantissa_bits"):
+        precision.round_mantissa(x, 24)
+
+
+@pytest.mark.parametrize("name", ["bf16", "fp16", "fp8_e4m3", "fp8_e5m2"])
+def test_round_to_and_rounding_errors_vs_float64(name: str) -> None:
+    f = precision.format_info(name)
+    rng = np.random.default_rng(1)
+    # normal range only, below max: round-to-nearest with m bits, computed in float64 by frexp
+    xs = np.exp(rng.uniform(math.log(f.smallest_normal), math.log(f.max / 2), 2000))
+    xs *= rng.choice([-1, 1], xs.size)
+    got = precision.round_to(xs, name)
+    want = np.array([round_to_bits(float(v), f.mantissa_bits) for v in xs])
+    np.testing.assert_array_equal(got, want)
+    for v in xs[:50]:
+        row = next(r for r in precision.rounding_errors(float(v), [name]))
+        assert row["rel error"] <= f.eps / 2 and row["stored"] == round_to_bits(float(v), f.mantissa_bits)
+
+
+def test_range_probe_overflow_underflow() -> None:
+    rows = {(r["value"], r["format"]): r for r in precision.range_probe([1e-8, 1e5, 500.0, 1e39])}
+    assert math.isinf(rows[(1e5, "fp16")]["stored"]) and rows[(1e5, "fp16")]["what happened"] == "overflow -> inf"
+    assert math.isnan(rows[(500.0, "fp8_e4m3")]["stored"]) and "NaN" in rows[(500.0, "fp8_e4m3")]["what happened"]
+    assert rows[(500.0, "fp8_e5m2")]["stored"] == 512.0
+    assert rows[(1e-8, "fp16")]["stored"] == 0.0 and rows[(1e-8, "fp16")]["what happened"] == "underflow -> 0"
+    assert rows[(1e-8, "bf16")]["stored"] > 0 and math.isfinite(rows[(1e5, "bf16")]["stored"])
+    assert math.isinf(rows[(1e39, "fp32")]["stored"]) and math.isinf(rows[(1e39, "bf16")]["stored"])
+    assert rows[(1e5, "int8")]["stored"] == 127 and "saturates" in rows[(1e5, "int8")]["what happened"]
+    sub = precision.range_probe([1e-6], ["fp16"])[0]  # between fp16's subnormal min and normal min
+    assert sub["what happened"] == "subnormal (fewer significant bits)"
+
+
+@pytest.mark.parametrize("name, count", [("fp8_e4m3", 127), ("fp8_e5m2", 124), ("fp16", 31744), ("bf16", 32640)])
+def test_representable_values_and_spacing(name: str, count: int) -> None:
+    vals = precision.representable(name)  # 0, subnormals, normals up to max (no inf / NaN)
+    assert len(vals) == count and vals[0] == 0.0 and vals[-1] == precision.format_info(name).max
+    assert vals[1] == precision.format_info(name).smallest_subnormal
+    np.testing.assert_array_equal(np.diff(vals[1:]), precision.spacing(name, vals[1:-1]))
+    with pytest.raises(ValueError, match="too many values"):
+        precision.representable("fp32")
+
+
+# --------------------------------------------------------------------- accumulation
+
+
+def test_sequential_sum_rounds_every_partial_sum() -> None:
+    rng = np.random.default_rng(2)
+    v = rng.random(300).astype(ml_dtypes.bfloat16).astype(np.float64)
+    acc = 0.0
+    for t in v:  # two bf16 values add exactly in float64; then round to 7 bits
+        acc = round_to_bits(acc + t, 7)
+    assert precision.sequential_sum(v, "bf16") == acc
+    assert abs(acc - v.sum()) > 0  # and it is not the exact sum
+
+
+def test_accumulation_errors_vs_float64() -> None:
+    rows = precision.accumulation_errors([64, 4096, 65536], "bf16", trials=2)
+    err = {(r["method"], r["n"]): r["rel error"] for r in rows}
+    for n in (64, 4096, 65536):
+        assert err[("jax dot, preferred_element_type=fp32", n)] < 1e-6
+        assert err[("torch dot, fp32 accumulation", n)] < 1e-6
+        assert err[("jax dot, bf16 out", n)] <= 2.0**-8  # one final rounding to bf16
+    seq = "sequential bf16 accumulator"
+    assert err[(seq, 64)] < err[(seq, 4096)] < err[(seq, 65536)]  # grows with length ...
+    assert err[(seq, 65536)] > 0.9  # ... until the sum stalls at 256-ish: most of 16384 lost
+    with pytest.raises(precision.UnknownFormatError):
+        precision.accumulation_errors([8], "bf17")

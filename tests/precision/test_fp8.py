@@ -1,0 +1,72 @@
+"""labkit.precision.fp8: which chips have fp8, scaled quantization, and the e4m3/e5m2 matmul vs numpy."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+from labkit.precision import fp8
+
+from labkit.runtime import hardware
+def test_fp8_chips_come_from_the_spec_table() -> None:
+    chips = fp8.fp8_chips()
+    assert {"NVIDIA H100 SXM", "NVIDIA H200 SXM", "NVIDIA L4"} <= set(chips)
+    assert not {"NVIDIA T4", "NVIDIA A100 SXM 80GB", "TPU v5e"} & set(chips)
+    assert fp8.fp8_native("NVIDIA H100 80GB HBM3") and not fp8.fp8_native("Tesla T4")
+
+
+@pytest.mark.parametrize("chip, named", [("Tesla T4", "NVIDIA T4"), ("TPU v5 lite", "TPU v5e"),
+                                         ("Intel(R) Xeon(R) Processor", "Intel(R) Xeon(R) Processor")])
+def test_fp8_on_a_chip_without_it_names_the_chip_and_where_it_runs(chip: str, named: str) -> None:
+    if hardware.lookup(chip) is None and "Xeon" not in chip:
+        pytest.skip(f"{chip!r} is not a name labkit.runtime.hardware recognises")
+    with pytest.raises(fp8.Fp8UnsupportedError) as e:
+        fp8.require_fp8(chip)
+    msg = str(e.value)
+    assert named in msg and "NVIDIA H100 SXM" in msg and "NVIDIA L4" in msg and "emulated" in msg
+    assert isinstance(e.value, hardware.UnsupportedDtypeError)
+    assert fp8.status(chip).startswith("emulated fp8")
+    assert fp8.require_fp8("NVIDIA H100 80GB HBM3").name == "NVIDIA H100 SXM"
+
+
+def test_quantize_scales_amax_to_max_and_round_trips() -> None:
+    x = np.random.default_rng(0).standard_normal(1000) * 1e-3
+    for fmt, fmax, eps in (("fp8_e4m3", 448.0, 2.0**-3), ("fp8_e5m2", 57344.0, 2.0**-2)):
+        q, s = fp8.quantize(x, fmt)
+        assert q.dtype == (ml_dtypes.float8_e4m3fn if fmt == "fp8_e4m3" else ml_dtypes.float8_e5m2)
+        assert float(np.abs(q.astype(np.float32)).max()) == fmax and s == pytest.approx(fmax / np.abs(x).max())
+        back = fp8.dequantize(q, s).astype(np.float64)
+        normal = np.abs(x * s) >= 2.0 ** -6  # normal range of both formats after scaling
+        assert np.all(np.abs(back - x)[normal] <= eps / 2 * np.abs(x)[normal] * (1 + 1e-6))
+    assert fp8.quantization_error(x, "fp8_e4m3", scaled=False) > 0.3  # 1e-3 is below e4m3's normals
+    assert fp8.quantization_error(x, "fp8_e4m3") < 0.05
+    q, s = fp8.quantize(np.array([1e6, -1e6, 1.0]), "fp8_e4m3", scaled=False)  # saturates, no NaN
+    assert s == 1.0 and list(q.astype(np.float32)[:2]) == [448.0, -448.0]
+    with pytest.raises(ValueError, match="needs an fp8 format"):
+        fp8.quantize(x, "bf16")
+
+
+def _emulated(x: np.ndarray, fmt: str) -> np.ndarray:
+    return fp8.dequantize(*fp8.quantize(x, fmt)).astype(np.float64)
+
+
+def test_fp8_matmul_and_grads_equal_numpy_emulation() -> None:
+    rng = np.random.default_rng(1)
+    x, w, g = (rng.standard_normal(s).astype(np.float32) for s in ((16, 64), (64, 8), (16, 8)))
+    y, vjp = jax.vjp(fp8.fp8_matmul, jnp.asarray(x), jnp.asarray(w))
+    dx, dw = vjp(jnp.asarray(g))
+    xq, wq, gq = _emulated(x, "fp8_e4m3"), _emulated(w, "fp8_e4m3"), _emulated(g, "fp8_e5m2")
+    np.testing.assert_allclose(np.asarray(y), xq @ wq, rtol=1e-5, atol=1e-5)  # fp32 accumulation
+    np.testing.assert_allclose(np.asarray(dx), gq @ wq.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(dw), xq.T @ gq, rtol=1e-5, atol=1e-5)
+    assert y.dtype == jnp.float32
+
+
+def test_matmul_errors_are_fp8_sized() -> None:
+    e = fp8.matmul_errors(64, 256, 64, seed=0)
+    assert 0.005 < e["y (e4m3 x e4m3)"] < 0.06  # ~ e4m3 unit roundoff 2^-4 / sqrt-ish averaging
+    assert e["y (e4m3 x e4m3)"] < e["dx (e5m2 x e4m3)"] < 0.1  # e5m2 has one mantissa bit less
+    small = fp8.matmul_errors(64, 256, 64, seed=0, std=1e-4)  # the scales make magnitude irrelevant
+    assert small["y (e4m3 x e4m3)"] == pytest.approx(e["y (e4m3 x e4m3)"], rel=1e-3)

@@ -1,0 +1,58 @@
+"""labkit.precision.matmul: emulated levels are ordered, and this CPU computes true fp32."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from labkit.precision import matmul as mp
+
+
+@pytest.fixture(scope="module")
+def ab() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((64, 512)).astype(np.float32), rng.standard_normal((512, 64)).astype(np.float32)
+
+
+def test_emulated_levels_are_ordered_and_near_theory(ab: tuple[np.ndarray, np.ndarray]) -> None:
+    lv = mp.emulated_errors(*ab)
+    assert lv["fp32"] < lv["bf16x3"] < lv["tf32"] < lv["bf16"]
+    # one rounding of each input: relative error ~ unit roundoff (random signs: not much more)
+    assert 2.0**-13 < lv["tf32"] < 2.0**-9 and 2.0**-10 < lv["bf16"] < 2.0**-6
+    assert lv["fp32"] < 1e-6
+
+
+def test_behaves_like_picks_the_nearest_level_in_log_scale() -> None:
+    levels = {"fp32": 1e-7, "tf32": 3e-4, "bf16": 2e-3}
+    assert mp.behaves_like(2e-7, levels) == "fp32"
+    assert mp.behaves_like(0.0, levels) == "fp32"
+    assert mp.behaves_like(6e-4, levels) == "tf32"  # a truncating tf32 is ~2x the rounding one
+    assert mp.behaves_like(5e-3, levels) == "bf16"
+
+
+def test_rel_error() -> None:
+    ref = np.array([[3.0, 4.0]])
+    assert mp.rel_error(ref, ref) == 0.0 and mp.rel_error(np.zeros((1, 2)), ref) == 1.0
+
+
+def test_cpu_runs_true_fp32_in_both_frameworks(ab: tuple[np.ndarray, np.ndarray]) -> None:
+    lv = mp.emulated_errors(*ab)
+    for setting, err in mp.jax_errors(*ab).items():
+        assert mp.behaves_like(err, lv) == "fp32", setting
+    assert mp.behaves_like(mp.torch_errors(*ab)["highest"], lv) == "fp32"
+
+
+def test_torch_setting_is_restored() -> None:
+    before = torch.get_float32_matmul_precision()
+    mp.torch_errors(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
+    assert torch.get_float32_matmul_precision() == before
+
+
+def test_table_rows_and_documented_behaviour() -> None:
+    rows = mp.default_precision_table(32, 256, frameworks=("jax",))
+    assert {r["setting"] for r in rows if r["framework"] == "jax"} == set(mp.JAX_SETTINGS)
+    assert [r["default"] for r in rows if r["framework"] == "jax"] == [True, False, False]
+    assert {r["behaves like"] for r in rows if r["framework"] == "emulated"} == {"fp32", "bf16x3", "tf32", "bf16"}
+    assert "TF32" in mp.expected("gpu", True, "NVIDIA A100")["jax"]
+    assert "bf16 pass" in mp.expected("tpu", True)["jax"]
+    assert "no TF32" in mp.expected("gpu", False, "Tesla T4")["jax"]

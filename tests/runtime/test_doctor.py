@@ -1,0 +1,59 @@
+"""labkit.runtime.doctor: known incompatibilities found from version maps; the real machine diagnosed."""
+
+from __future__ import annotations
+
+from labkit.runtime import doctor, versions
+
+GOOD = {"python": "3.11.7", "jax": "0.10.2", "jaxlib": "0.10.2", "flax": "0.12.8", "optax": "0.2.8",
+        "torch": "2.13.0+cpu", "torch_xla": None, "numpy": "2.4.6", "matplotlib": "3.11.2",
+        "papermill": "2.7.0", "nbval": "0.11.0"}
+
+
+def _errors(found: dict) -> list[str]:
+    return [f.message for f in doctor.check_versions(found, "linux x86_64") if f.level == "error"]
+
+
+def test_good_stack_has_no_errors() -> None:
+    assert _errors(GOOD) == []
+
+
+def test_torch_xla_mismatch() -> None:
+    msgs = _errors({**GOOD, "torch_xla": "2.9.0"})
+    assert any("torch-xla 2.9.0 needs torch 2.9" in m for m in msgs)
+    assert _errors({**GOOD, "torch": "2.9.1", "torch_xla": "2.9.0"}) == []
+
+
+def test_jax_011_on_python_311() -> None:
+    assert any("needs Python >= 3.12" in m for m in _errors({**GOOD, "jax": "0.11.0", "jaxlib": "0.11.0"}))
+    assert _errors({**GOOD, "python": "3.12.4", "jax": "0.11.0", "jaxlib": "0.11.0"}) == []
+
+
+def test_jax_jaxlib_and_ranges() -> None:
+    assert any("jaxlib 0.9.0 differ" in m for m in _errors({**GOOD, "jaxlib": "0.9.0"}))
+    assert any("jax 0.4.30 is outside" in m for m in _errors({**GOOD, "jax": "0.4.30", "jaxlib": "0.4.30"}))
+
+
+def test_missing_package_says_how_to_install() -> None:
+    found = doctor.check_versions({**GOOD, "papermill": None}, "linux x86_64")
+    miss = [f for f in found if "papermill is not installed" in f.message]
+    assert miss and "pip install" in miss[0].fix
+
+
+def test_major_minor() -> None:
+    assert versions.major_minor("2.9.0+cu126") == (2, 9)
+    assert versions.major_minor("0.10") == (0, 10)
+    assert versions.major_minor(None) is None and versions.major_minor("dev") is None
+
+
+def test_doctor_on_this_machine() -> None:
+    from tests.conftest import run_python
+
+    out = run_python("from labkit.course.cli import main; raise SystemExit(main(['doctor']))")
+    assert "runtime" in out.stdout and "versions" in out.stdout and "jax 0." in out.stdout, out.stderr
+    assert out.returncode == 0, out.stdout
+
+
+def test_position_against_supported_ranges() -> None:
+    assert doctor.position("jax", "0.10.2") == "jax 0.10.2 in [0.10, -)"
+    assert doctor.position("torch_xla", "2.10.0") == "torch_xla 2.10.0 OUTSIDE [2.9, 2.10)"
+    assert doctor.position("torch_xla", None).startswith("torch_xla - ")

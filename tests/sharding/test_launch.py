@@ -1,0 +1,115 @@
+"""labkit.sharding.launch: several processes on 127.0.0.1 — same result as one process, fail fast, no hangs.
+
+Every launch here has a hard timeout; the failure tests use tiny scripts so a regression
+shows up as a quick failure, never as a hung test run.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from labkit.sharding import launch
+ROOT = Path(__file__).resolve().parents[2]
+CFG = {"vocab_size": 256, "seq_len": 16, "n_layer": 1, "n_head": 8, "d_model": 32}
+
+
+def _jax_step(tmp_path: Path, nproc: int, devices_per_proc: int, name: str) -> np.lib.npyio.NpzFile:
+    out = tmp_path / f"{name}.npz"
+    cmd = [sys.executable, "-m", "labkit.sharding.train_step", "--strategy", "dp", "--config", json.dumps(CFG),
+           "--batch", "8", "--out", str(out)]
+    res = launch.launch(cmd, nproc=nproc, devices_per_proc=devices_per_proc, timeout_s=150, cwd=str(ROOT))
+    assert all(c == 0 for c in res.returncodes)
+    return np.load(out)
+
+
+def test_two_processes_same_step_as_one(tmp_path: Path) -> None:
+    # The same program: 1 process x 8 devices vs 2 processes x 4 devices (jax.distributed + gloo).
+    one = _jax_step(tmp_path, 1, 8, "one")
+    two = _jax_step(tmp_path, 2, 4, "two")
+    assert abs(float(one["loss"]) - float(two["loss"])) < 1e-5
+    diff = max(float(np.abs(one[k] - two[k]).max()) for k in one.files if k != "loss")
+    assert diff < 5e-5  # fp32 reduction order (gloo vs in-process) through one Adam step
+
+
+def test_torchrun_ddp_matches_the_jax_step(tmp_path: Path) -> None:
+    from labkit.sharding import torch_spmd as torch_sharding
+
+    out = tmp_path / "ddp.npz"
+    port = launch.free_port()
+    cmd = torch_sharding.torchrun_cmd(2, port, "--config", json.dumps(CFG), "--batch", "8", "--out", str(out))
+    res = launch.launch(cmd, nproc=1, timeout_s=150, port=port, cwd=str(ROOT))
+    assert "rank 1/2" in res.outputs[0]
+    ddp = np.load(out)
+    jax_ref = _jax_step(tmp_path, 1, 8, "ref")
+    assert abs(float(ddp["loss"]) - float(jax_ref["loss"])) < 1e-5  # two frameworks, one loss
+
+
+def test_a_killed_process_fails_fast(tmp_path: Path) -> None:
+    script = tmp_path / "victim.py"
+    script.write_text(
+        "import os, signal, time\n"
+        "if os.environ['LABKIT_PROCESS_ID'] == '1':\n"
+        "    time.sleep(0.5); print('about to die', flush=True); os.kill(os.getpid(), signal.SIGKILL)\n"
+        "time.sleep(60)  # process 0 would wait forever for its peer\n")
+    t0 = time.monotonic()
+    with pytest.raises(launch.LaunchError) as e:
+        launch.launch([sys.executable, str(script)], nproc=2, timeout_s=60)
+    assert time.monotonic() - t0 < 20, "the launcher must not wait for the survivors"
+    msg = str(e.value)
+    assert "process 1 of 2 died (killed by signal SIGKILL)" in msg and "about to die" in msg
+    assert "stopped the others" in msg
+
+
+def test_a_failing_process_shows_its_output(tmp_path: Path) -> None:
+    script = tmp_path / "fail.py"
+    script.write_text("import sys\nprint('bad config: d_model must be positive', file=sys.stderr)\nsys.exit(3)\n")
+    with pytest.raises(launch.LaunchError, match=r"(?s)died \(exit code 3\).*bad config"):
+        launch.launch([sys.executable, str(script)], nproc=2, timeout_s=30)
+
+
+def test_timeout_kills_everything(tmp_path: Path) -> None:
+    script = tmp_path / "slow.py"
+    script.write_text("import time\nprint('working', flush=True)\ntime.sleep(60)\n")
+    t0 = time.monotonic()
+    with pytest.raises(launch.LaunchError, match=r"(?s)timed out after 2 s.*working"):
+        launch.launch([sys.executable, str(script)], nproc=2, timeout_s=2)
+    assert time.monotonic() - t0 < 15
+
+
+def test_coordinator_port_taken() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(launch.LaunchError, match=f"coordinator port {port} on 127.0.0.1 is already in use"):
+            launch.launch([sys.executable, "-c", "pass"], nproc=2, port=port, timeout_s=10)
+
+
+def test_environment_of_each_process() -> None:
+    env = launch.process_env(1, 2, 12345, 4, base={})
+    assert env["LABKIT_COORDINATOR"] == "127.0.0.1:12345" and env["LABKIT_PROCESS_ID"] == "1"
+    assert env["LABKIT_NUM_PROCESSES"] == "2" and env["LABKIT_CPU_DEVICES"] == "4"
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"], env["RANK"], env["WORLD_SIZE"]) == ("127.0.0.1", "12345", "1", "2")
+
+
+def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert launch.main(["--nproc", "2"]) == 2  # no "--": usage
+    assert launch.main(["--nproc", "2", "--timeout", "30", "--", sys.executable, "-c",
+                        "import os; print('hello from', os.environ['LABKIT_PROCESS_ID'])"]) == 0
+    out = capsys.readouterr().out
+    assert "hello from 0" in out and "hello from 1" in out
+    assert launch.main(["--nproc", "1", "--", sys.executable, "-c", "raise SystemExit(4)"]) == 1
+    with pytest.raises(ValueError, match="nproc"):
+        launch.launch([sys.executable, "-c", "pass"], nproc=0)
+
+
+def test_a_missing_program_is_a_launch_error() -> None:
+    with pytest.raises(launch.LaunchError, match="could not start process 0"):
+        launch.launch(["/no/such/program"], nproc=2, timeout_s=10)

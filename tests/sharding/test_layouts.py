@@ -1,0 +1,211 @@
+"""labkit.sharding.layouts, labkit.sharding.train_step, labkit.sharding.memory_model, labkit.sharding.plots (Lab 03).
+
+Everything that needs 8 devices runs once, in its own process (JAX fixes the device count at
+start-up), and reports JSON; the tests below assert on it. Pure-Python checks run in-process.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from labkit.sharding import layouts as sharding
+from labkit.runtime.device import xla_installed
+from tests.conftest import run_python
+
+SCRIPT = r"""
+import json
+import labkit
+labkit.setup(cpu_devices=8, quiet=True)
+import jax, numpy as np
+import matplotlib
+matplotlib.use("Agg")
+from labkit.sharding import layouts as S, train_step as st, memory_model as mm, collectives as C, plots as shard_viz
+from labkit.gpt.config import GPTConfig
+out = {"errors": {}}
+
+def err(key, fn):
+    try:
+        fn()
+        out["errors"][key] = None
+    except Exception as e:
+        out["errors"][key] = f"{type(e).__name__}: {e}"
+
+cfg = GPTConfig(vocab_size=256, seq_len=16, n_layer=1, n_head=8, d_model=32)
+params = st.init_params(cfg, seed=0)
+x, y = st.demo_batch(cfg, 8)
+
+# The functional GPT is the course GPT: same loss as FlaxGPT and TorchGPT on the same weights.
+from labkit.gpt.convert import load_flat_params
+from labkit.gpt.flax_model import abstract_flax_gpt, flax_loss
+from labkit.gpt.torch_model import TorchGPT, torch_loss
+import torch
+flat = st.flat_from_params(params, cfg)
+out["roundtrip_exact"] = all(np.array_equal(a, b) for a, b in zip(st.params_from_flat(flat, cfg).values(), params.values()))
+ours = float(st.gpt_loss(params, x, y, cfg))
+out["loss_vs_flax"] = abs(ours - float(flax_loss(load_flat_params(abstract_flax_gpt(cfg), flat), x, y)))
+out["loss_vs_torch"] = abs(ours - float(torch_loss(load_flat_params(TorchGPT(cfg), flat), torch.from_numpy(x).long(), torch.from_numpy(y).long())))
+
+single = st.build_step(cfg, "single")
+a = single.place(params, x, y)
+p0, _, l0 = single.compile(*a, fast=True)(*a)
+p0, l0 = st.to_numpy(p0), float(l0)
+out["strategies"] = {}
+for name in S.STRATEGIES:
+    step = st.build_step(cfg, name)
+    a = step.place(params, x, y)
+    c = step.compile(*a, fast=True)
+    p, o, l = c(*a)
+    est = mm.estimate(name, cfg, 8, step.mesh, step.param_specs)
+    out["strategies"][name] = {
+        "loss_diff": abs(float(l) - l0), "weight_diff": st.max_abs_diff(st.to_numpy(p), p0),
+        "mesh": dict(step.mesh.shape), "kinds": C.kinds(C.collectives(c)),
+        "param_spec_fc": str(p["blocks.0.w_fc"].sharding.spec),
+        "mu_spec_fc": str(o[0].mu["blocks.0.w_fc"].sharding.spec),
+        "memory": mm.check(est, c), "state": est.state, "peak": est.peak}
+fig = shard_viz.show_layouts({"x": a[2], "w_fc": a[0]["blocks.0.w_fc"], "ln": a[0]["blocks.0.ln1_g"],
+                              "qkv": a[0]["blocks.0.w_qkv"]}, step.mesh, title="t")
+out["viz_axes"] = len(fig.axes)
+out["tiles_dp_tp_fc"] = [ids for _, ids in shard_viz.tiles((32, 128), a[0]["blocks.0.w_fc"].sharding)]
+
+# Explicit vs Auto axis types.
+mx = S.make_mesh((2, 4), ("data", "model"), "explicit")
+ma = S.make_mesh((2, 4), ("data", "model"), "auto")
+out["axis_types"] = [str(mx.axis_types), str(ma.axis_types)]
+xe = S.place(np.ones((8, 16), np.float32), mx, S.spec_of("data", "model"))
+we = S.place(np.ones((16, 4), np.float32), mx, S.spec_of("model", None))
+err("explicit_ambiguous", lambda: jax.jit(lambda u, v: u @ v)(xe, we))
+ye = jax.jit(lambda u, v: jax.numpy.matmul(u, v, out_sharding=S.named(mx, S.spec_of("data", None))))(xe, we)
+out["explicit_out_sharding"] = [str(ye.sharding.spec), float(np.asarray(ye).max())]
+
+# Bad input.
+err("mesh_size", lambda: S.make_mesh((4, 4), ("data", "model")))
+err("mesh_names", lambda: S.make_mesh((2, 4), ("data",)))
+err("non_divisible", lambda: S.place(np.ones((10, 16), np.float32), ma, S.spec_of("model", None), name="tokens"))
+err("unknown_axis", lambda: S.check_divisible("w", (8, 8), S.spec_of("expert", None), ma))
+err("tp_heads", lambda: st.build_step(GPTConfig(vocab_size=256, seq_len=16, n_layer=1, n_head=4, d_model=32), "tp"))
+err("too_late", lambda: S.simulate(4))
+err("same_count_ok", lambda: S.simulate(8))
+
+# One collective by hand == the partitioner's, with the same or fewer bytes.
+m1 = S.make_mesh((8,), ("data",))
+rng = np.random.default_rng(0)
+xl, yl, wl = (rng.standard_normal(s).astype(np.float32) for s in ((32, 64), (32, 16), (64, 16)))
+ca, cm = (S.grad_reduce_scatter(m1, manual).lower(xl, yl, wl).compile() for manual in (False, True))
+ga, gm = np.asarray(ca(xl, yl, wl)), np.asarray(cm(xl, yl, wl))
+ta, tm = C.collectives(ca), C.collectives(cm)
+out["shard_map"] = {"max_diff": float(np.abs(ga - gm).max()),
+                    "ref_diff": float(np.abs(gm - S.linear_grad(xl.astype(np.float64), yl, wl)).max()),
+                    "auto_sent": sum(c.compiled_ring_bytes for c in ta), "manual_sent": sum(c.compiled_ring_bytes for c in tm),
+                    "kinds": [C.kinds(ta), C.kinds(tm)]}
+print("RESULT" + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def res() -> dict:
+    proc = run_python(SCRIPT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads([l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1][6:])
+
+
+def test_functional_gpt_is_the_course_gpt(res: dict) -> None:
+    assert res["roundtrip_exact"]
+    assert res["loss_vs_flax"] < 1e-5 and res["loss_vs_torch"] < 1e-5
+
+
+@pytest.mark.parametrize("name", list(sharding.STRATEGIES))
+def test_each_strategy_matches_the_unsharded_step(res: dict, name: str) -> None:
+    r = res["strategies"][name]
+    assert r["loss_diff"] < 1e-5  # fp32, only the order of additions differs
+    assert r["weight_diff"] < 5e-5  # 5% of one Adam step (lr 1e-3); Adam amplifies tiny-gradient noise
+
+
+def test_strategy_layouts_and_collectives(res: dict) -> None:
+    s = res["strategies"]
+    assert s["dp"]["mesh"] == {"data": 8} and s["dp_tp"]["mesh"] == {"data": 2, "model": 4}
+    assert set(s["dp"]["kinds"]) == {"all-reduce"}
+    assert {"all-gather", "reduce-scatter"} <= set(s["fsdp"]["kinds"])
+    assert set(s["tp"]["kinds"]) == {"all-reduce"}
+    # FSDP shards Adam's moments like the parameters; Megatron splits d_ff of w_fc.
+    assert s["fsdp"]["mu_spec_fc"] == s["fsdp"]["param_spec_fc"] != "P()"
+    assert s["tp"]["param_spec_fc"] == "P(None, 'model')"
+
+
+def test_memory_model_vs_memory_analysis(res: dict) -> None:
+    for name, r in res["strategies"].items():
+        m = r["memory"]
+        assert m["state ok"], f"{name}: state ratio {m['state ratio']}"  # within 1 %
+        assert m["peak ok"], f"{name}: peak ratio {m['peak ratio']}"  # within a factor 1.5
+    s = res["strategies"]
+    assert s["fsdp"]["state"] < s["dp"]["state"] / 4 and s["fsdp"]["peak"] < s["dp"]["peak"]
+
+
+def test_pictures(res: dict) -> None:
+    assert res["viz_axes"] == 8  # 2 rows of 4: the mesh, 4 arrays, 3 blank
+    # dp_tp: w_fc (32, 128) split by columns over "model" (4), replicated over "data" (2).
+    assert res["tiles_dp_tp_fc"] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+
+
+def test_explicit_and_auto_axes(res: dict) -> None:
+    assert res["axis_types"] == ["(Explicit, Explicit)", "(Auto, Auto)"]
+    assert "out_sharding" in res["errors"]["explicit_ambiguous"]
+    assert res["explicit_out_sharding"] == ["P('data', None)", 16.0]
+
+
+def test_bad_input_errors(res: dict) -> None:
+    e = res["errors"]
+    assert "needs 16 devices but 8" in e["mesh_size"] and "(2, 4)" in e["mesh_size"]
+    assert "2 axes but 1 names" in e["mesh_names"]
+    assert "array 'tokens' dim 0 (size 10) is not divisible by mesh axis 'model' (size 4)" in e["non_divisible"]
+    assert "'expert'" in e["unknown_axis"]
+    assert "n_head=4" in e["tp_heads"] and "dp_tp" in e["tp_heads"]
+    assert e["too_late"].startswith("RuntimeError") and "already initialised" in e["too_late"]
+    assert e["same_count_ok"] is None
+
+
+def test_shard_map_matches_the_partitioner(res: dict) -> None:
+    sm = res["shard_map"]
+    assert sm["max_diff"] < 1e-6 and sm["ref_diff"] < 1e-4
+    assert sm["manual_sent"] <= sm["auto_sent"]
+    assert sm["kinds"] == [{"reduce-scatter": 1}, {"reduce-scatter": 1}]
+
+
+def test_unknown_strategy_lists_valid_names() -> None:
+    with pytest.raises(sharding.ShardingError, match="unknown sharding strategy 'zero'; valid: dp, fsdp, tp, dp_tp"):
+        sharding.get_strategy("zero")
+
+
+def test_mesh_shapes_of_presets() -> None:
+    assert sharding.get_strategy("dp").mesh_shape(8) == (8,)
+    assert sharding.get_strategy("dp_tp").mesh_shape(8) == (2, 4)
+    assert sharding.get_strategy("dp_tp").mesh_shape(8, model=2) == (4, 2)
+    with pytest.raises(sharding.ShardingError, match="does not divide"):
+        sharding.get_strategy("dp_tp").mesh_shape(6, model=4)
+
+
+XLA_SCRIPT = r"""
+import json
+from labkit.sharding import torch_spmd as torch_sharding
+print("RESULT" + json.dumps({k: {x: v for x, v in torch_sharding.xla_spmd_mlp(k).items() if x != "hlo"}
+                             for k in ("dp", "tp")}))
+"""
+
+
+@pytest.mark.skipif(not xla_installed(), reason="torch-xla not installed (optional extra 'xla')")
+def test_torch_xla_spmd_matches_torch() -> None:
+    proc = run_python(XLA_SCRIPT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads([l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1][6:])
+    for layout in ("dp", "tp"):
+        assert res[layout]["max_abs_diff"] < 1e-4 and res[layout]["annotations"]
+
+
+def test_torch_xla_absent_message() -> None:
+    if xla_installed():
+        pytest.skip("torch-xla is installed here")
+    from labkit.sharding import torch_spmd as torch_sharding
+
+    with pytest.raises(RuntimeError, match="torch-xla is not installed"):
+        torch_sharding.xla_spmd_mlp("dp")
