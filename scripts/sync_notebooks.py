@@ -4,7 +4,7 @@ Rewrites the first code cell of every lab and colab notebook from labkit.course.
 and the Colab/Kaggle badges in the README's lab table from labkit.course.source.badges(). Run after
 changing labkit/course/source.py (e.g. the real repository or a release tag):
     .venv/bin/python scripts/sync_notebooks.py
-tests/test_course.py fails until notebooks and README agree with labkit.course.source.
+tests/course/test_source.py fails until notebooks and README agree with labkit.course.source.
 """
 
 from __future__ import annotations
