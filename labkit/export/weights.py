@@ -9,7 +9,7 @@ header plus raw little-endian bytes: loading never runs code from the file, unli
 **Manifest** — stored *inside* the file, as JSON under the safetensors metadata key
 ``"labkit_manifest"`` (one file travels; the header is readable without loading tensors)::
 
-    {"format": "labkit.gpt.weights", "manifest_version": 1,
+    {"format": "labkit.models.weights", "manifest_version": 1,
      "config": {GPTConfig fields},
      "tensors": [[name, dtype, shape], ...],          # canonical order = param_shapes(cfg)
      "sha256": "...",                                 # content_hash(), see below
@@ -41,7 +41,7 @@ from labkit.gpt.config import GPTConfig, param_shapes
 from labkit.gpt.convert import flat_params_numpy, load_flat_params
 
 MANIFEST_KEY = "labkit_manifest"  # safetensors metadata key holding the manifest JSON
-FORMAT = "labkit.gpt.weights"
+FORMAT = "labkit.models.weights"
 MANIFEST_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
 DTYPE = "float32"  # the canonical storage dtype: fp32 copies and transposes are exact
