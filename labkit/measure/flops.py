@@ -243,7 +243,9 @@ def program_flops(lowered: Any) -> float | None:
     """
     try:
         flops = cost_dict(lowered.cost_analysis()).get("flops")
-    except (NotImplementedError, AttributeError):  # PJRT plugins (CUDA, TPU) do not implement it
+    except (NotImplementedError, AttributeError):  # some PJRT plugins (CUDA, TPU) raise
+        flops = None
+    if flops is None:  # jax 0.11's CUDA plugin returns None (or {}) instead: same fallback
         flops = _cpu_cost_flops(lowered)
     return None if flops is None else float(flops)
 

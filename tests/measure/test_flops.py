@@ -173,15 +173,44 @@ print(c.flops_per_device, c.n_devices, c.matmul_flops, c.flops_total)
     assert int(matmul) == whole and float(total) == whole  # HLO dots are pre-partition: the whole program
 
 
-def test_program_flops_falls_back_to_the_cpu_client_where_the_backend_cannot_say() -> None:
-    """CUDA/TPU plugins raise NotImplementedError from Lowered.cost_analysis: same count via the CPU."""
-    lowered = jax.jit(lambda a, w: jax.nn.gelu(a @ w)).lower(jnp.ones((64, 128)), jnp.ones((128, 256)))
+def _plugin_lowered(lowered: object, answer: object) -> object:
+    """A Lowered as a GPU/TPU runtime shows it to program_flops: cost_analysis raises or returns ``answer``."""
 
-    class PluginLowered:  # what a GPU runtime's Lowered looks like to program_flops
-        def cost_analysis(self) -> None:
-            raise NotImplementedError("Lowered.cost_analysis not implemented on platform 'cuda'")
+    class PluginLowered:
+        def cost_analysis(self) -> object:
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
 
         def compiler_ir(self, dialect: str) -> object:
             return lowered.compiler_ir(dialect)
 
-    assert flops.program_flops(PluginLowered()) == flops.program_flops(lowered) >= 2 * 64 * 128 * 256
+    return PluginLowered()
+
+
+@pytest.mark.parametrize("answer", [
+    NotImplementedError("Lowered.cost_analysis not implemented on platform 'cuda'"),  # jax 0.10 plugins
+    None,  # jax 0.11.2's CUDA plugin (seen on an H100): returns None, raises nothing
+    {},  # a plugin that analyses nothing
+    [],  # the list shape of old JAX, empty
+    [{}],  # ... holding an empty dict
+], ids=["raises", "returns-None", "empty-dict", "empty-list", "list-of-empty-dict"])
+def test_program_flops_falls_back_to_the_cpu_client_where_the_backend_cannot_say(answer: object) -> None:
+    """Whatever shape the backend's 'I cannot say' takes, the same count comes from the CPU client."""
+    lowered = jax.jit(lambda a, w: jax.nn.gelu(a @ w)).lower(jnp.ones((64, 128)), jnp.ones((128, 256)))
+    assert flops.program_flops(_plugin_lowered(lowered, answer)) == flops.program_flops(lowered) >= 2 * 64 * 128 * 256
+
+
+def test_program_flops_trusts_a_backend_that_answers() -> None:
+    lowered = jax.jit(lambda a, w: a @ w).lower(jnp.ones((8, 8)), jnp.ones((8, 8)))
+    assert flops.program_flops(_plugin_lowered(lowered, {"flops": 123.0})) == 123.0  # no fallback taken
+    assert flops.program_flops(_plugin_lowered(lowered, [{"flops": 7.0}])) == 7.0
+
+
+def test_program_flops_is_none_when_the_private_cpu_analysis_is_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CPU fallback uses jax._src.lib._jax.hlo_module_cost_analysis (private): if a release drops it, say unknown."""
+    from jax._src.lib import _jax
+
+    lowered = jax.jit(lambda a, w: a @ w).lower(jnp.ones((8, 8)), jnp.ones((8, 8)))
+    monkeypatch.delattr(_jax, "hlo_module_cost_analysis")
+    assert flops.program_flops(_plugin_lowered(lowered, None)) is None  # "unknown", not a crash
