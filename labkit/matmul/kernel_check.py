@@ -1,0 +1,88 @@
+"""(Lab 01) Checking a hand-written matmul kernel: seeded operands, error against float64, speed against the library.
+
+The Pallas (JAX) and Triton (torch) kernels of Lab 01 are judged the same way: run them on
+standard-normal operands in the run's dtype, compare the product with the float64 product of
+the same (already rounded) inputs, and -- where they are compiled -- time them against the
+library matmul (XLA's ``jnp.matmul``, cuBLAS's ``torch.matmul``) on the same inputs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from labkit.measure.bench import Timing, time_jax, time_torch
+
+# max |C - A@B| / max |A@B| a correct kernel stays under: the output rounding of the dtype.
+TOL = {"fp32": 1e-5, "bf16": 1e-2, "fp16": 2e-3}
+
+
+def _float64(x: Any) -> np.ndarray:
+    """A JAX, numpy or torch array as float64 numpy (exact: every float dtype here fits)."""
+    if hasattr(x, "detach"):  # torch: bf16 has no numpy dtype, so go through fp32 on the CPU
+        x = x.detach().float().cpu().numpy()
+    elif hasattr(x, "astype"):  # JAX / numpy: fp32 first, as bf16 -> fp32 is exact
+        x = x.astype(np.float32)
+    return np.asarray(x, np.float64)
+
+
+def rel_err(c: Any, a: Any, b: Any) -> float:
+    """(Lab 01) max |C - A@B| / max |A@B|, against the float64 product of the same inputs."""
+    a64, b64 = _float64(a), _float64(b)  # (M, K), (K, N)
+    ref = a64 @ b64                       # (M, N), float64
+    return float(np.abs(_float64(c) - ref).max() / np.abs(ref).max())
+
+
+def jax_operands(m: int, k: int, n: int, dtype: str) -> tuple[Any, Any]:
+    """(Lab 01) A (m, k) and B (k, n), standard normal in `dtype` ("fp32", "bf16", "fp16"), JAX key 0."""
+    import jax
+    import jax.numpy as jnp
+
+    dt = {"fp32": jnp.float32, "bf16": jnp.bfloat16, "fp16": jnp.float16}[dtype]
+    ka, kb = jax.random.split(jax.random.key(0))
+    return jax.random.normal(ka, (m, k), dt), jax.random.normal(kb, (k, n), dt)
+
+
+def torch_operands(m: int, k: int, n: int, dtype: str, device: Any) -> tuple[Any, Any]:
+    """(Lab 01) A (m, k) and B (k, n), standard normal in `dtype` on `device`, torch seed 0."""
+    import torch
+
+    dt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    g = torch.Generator().manual_seed(0)  # drawn on the CPU in fp32: the same values on every device
+    a = torch.randn(m, k, generator=g).to(device, dt)
+    return a, torch.randn(k, n, generator=g).to(device, dt)
+
+
+@dataclass(frozen=True)
+class SpeedVsLibrary:
+    """(Lab 01) A kernel and the library matmul timed on the same inputs."""
+    kernel: Timing
+    library: Timing
+    flops: float  # useful FLOP per call: 2 * M * N * K
+
+    @property
+    def speedup(self) -> float:
+        """(Lab 01) The kernel's speed as a multiple of the library's (above 1: the kernel wins)."""
+        return self.library.median_s / self.kernel.median_s
+
+    @property
+    def kernel_tflops(self) -> float:
+        """(Lab 01) The kernel's useful TFLOP/s at its median time."""
+        return self.kernel.rate(self.flops) / 1e12
+
+    @property
+    def library_tflops(self) -> float:
+        """(Lab 01) The library matmul's useful TFLOP/s at its median time."""
+        return self.library.rate(self.flops) / 1e12
+
+
+def speed_vs_library(kernel: Callable[..., Any], library: Callable[..., Any], inputs: tuple[Any, Any], *,
+                     flops: float, repeats: int) -> SpeedVsLibrary:
+    """(Lab 01) Time `kernel` and `library` on the same (A, B): torch tensors on their device, else JAX."""
+    make = lambda i: inputs  # noqa: E731  the same operands every repeat: a fair comparison
+    if hasattr(inputs[0], "detach"):  # torch: synchronise the tensors' own device
+        dev = inputs[0].device
+        return SpeedVsLibrary(time_torch(kernel, make, device=dev, repeats=repeats),
+                              time_torch(library, make, device=dev, repeats=repeats), flops)
+    return SpeedVsLibrary(time_jax(kernel, make, repeats=repeats), time_jax(library, make, repeats=repeats), flops)

@@ -1,0 +1,61 @@
+"""(Lab 01) The four chips of the predicted shape sweeps: two TPU MXUs and two GPUs, one call for all.
+
+An MXU goes through labkit.matmul.systolic (weight-stationary, as TPUs run it) at its array
+size; a GPU goes through labkit.matmul.simt with its spec's SMs, tensor-core tiles and
+bandwidth. Both answer the same question -- what fraction of the chip's peak an (M, K) @ (K, N)
+GEMM reaches -- so a chip's name is all `predicted`, `at` and `square` need.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from labkit.matmul import simt, systolic
+
+BIG = 4096  # elements: the two dimensions that do not vary in a sweep
+MXUS = {"MXU 128x128 (TPU v5e)": (128, 128), "MXU 256x256 (TPU v6e)": (256, 256)}  # (rows, cols) of the array
+GPUS = {"H100 (bf16)": ("NVIDIA H100 SXM", "bf16"), "T4 (fp16)": ("NVIDIA T4", "fp16")}  # (spec name, dtype)
+MODELS = list(MXUS) + list(GPUS)
+_FIXED = {"M": {"N": BIG, "K": BIG}, "N": {"M": BIG, "K": BIG}, "K": {"M": BIG, "N": BIG}}
+
+
+def _check_model(model: str) -> None:
+    if model not in MXUS and model not in GPUS:
+        raise ValueError(f"unknown model {model!r}: use one of {', '.join(MODELS)}")
+
+
+def predicted(model: str, sizes: Sequence[int], vary: str) -> np.ndarray:
+    """(Lab 01) Predicted fraction of peak for each size of dimension `vary`, the other two at BIG."""
+    _check_model(model)
+    if vary not in _FIXED:
+        raise ValueError(f"vary must be 'M', 'N' or 'K', got {vary!r}")
+    if model in MXUS:
+        return systolic.utilization_sweep(sizes, *MXUS[model], "ws", vary=vary, fixed=_FIXED[vary])
+    chip, dtype = GPUS[model]
+    return np.array([p.fraction_of_peak for p in simt.sweep(sizes, chip, dtype, vary=vary, fixed=_FIXED[vary])])
+
+
+def at(model: str, vary: str, size: int) -> float:
+    """(Lab 01) Predicted fraction of peak at one size of `vary`, the other two dimensions at BIG."""
+    return float(predicted(model, [size], vary)[0])
+
+
+def square(model: str, n: int) -> float:
+    """(Lab 01) Predicted fraction of peak of a square n x n x n GEMM: all three dimensions pad."""
+    _check_model(model)
+    if model in MXUS:
+        return systolic.cycles(n, n, n, *MXUS[model], "ws").utilization
+    chip, dtype = GPUS[model]
+    return simt.predict(n, n, n, chip, dtype).fraction_of_peak
+
+
+def cliff_table(models: Sequence[str] = tuple(MODELS)) -> list[dict[str, Any]]:
+    """(Lab 01) One row per model: predicted fraction of peak on both sides of each cliff."""
+    # Padding (N = 128 | 129, 4096 | 4097 square), streaming (M = 1, 16) and the T4 / H100 wave
+    # edges (M = 640 | 641, 1024 | 1025); every other dimension at BIG.
+    return [{"model": m, "N=128": at(m, "N", 128), "N=129": at(m, "N", 129),
+             "square 4096": square(m, 4096), "square 4097": square(m, 4097),
+             "M=1": at(m, "M", 1), "M=16": at(m, "M", 16), "M=640": at(m, "M", 640),
+             "M=641": at(m, "M", 641), "M=1024": at(m, "M", 1024), "M=1025": at(m, "M", 1025)}
+            for m in models]

@@ -1,0 +1,61 @@
+"""Tests for labkit.matmul.kernel_check (Lab 01): operands, the error measure and the speed ratio."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from labkit.matmul import kernel_check as kc
+from labkit.measure.bench import Timing
+
+
+def test_rel_err_is_zero_for_the_exact_product_and_the_max_error_over_the_max_entry():
+    a, b = np.array([[1.0, 2.0], [3.0, 4.0]]), np.eye(2)
+    assert kc.rel_err(a @ b, a, b) == 0.0
+    c = a.copy()
+    c[0, 0] += 0.4  # worst error 0.4, largest |A@B| entry 4
+    assert kc.rel_err(c, a, b) == pytest.approx(0.1)
+
+
+def test_jax_operands_and_error_match_the_lab_formula_in_bf16():
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    a, b = kc.jax_operands(16, 8, 12, "bf16")
+    ka, kb = jax.random.split(jax.random.key(0))  # what the lab drew before kernel_check existed
+    assert a.dtype == jnp.bfloat16 and a.shape == (16, 8) and b.shape == (8, 12)
+    assert np.array_equal(np.asarray(a, np.float32), np.asarray(jax.random.normal(ka, (16, 8), jnp.bfloat16), np.float32))
+    assert np.array_equal(np.asarray(b, np.float32), np.asarray(jax.random.normal(kb, (8, 12), jnp.bfloat16), np.float32))
+    c = (a @ b).astype(jnp.bfloat16)
+    f32 = [np.asarray(x.astype(jnp.float32), np.float64) for x in (c, a, b)]
+    ref = f32[1] @ f32[2]
+    assert kc.rel_err(c, a, b) == np.abs(f32[0] - ref).max() / np.abs(ref).max()
+    assert 0 < kc.rel_err(c, a, b) < kc.TOL["bf16"]
+
+
+def test_torch_operands_and_error_match_the_lab_formula_in_bf16():
+    torch = pytest.importorskip("torch")
+    a, b = kc.torch_operands(9, 5, 7, "bf16", torch.device("cpu"))
+    g = torch.Generator().manual_seed(0)
+    assert a.dtype == torch.bfloat16 and a.shape == (9, 5) and b.shape == (5, 7)
+    assert torch.equal(a, torch.randn(9, 5, generator=g).to("cpu", torch.bfloat16))
+    assert torch.equal(b, torch.randn(5, 7, generator=g).to("cpu", torch.bfloat16))
+    c = a @ b
+    ref = a.double() @ b.double()
+    assert kc.rel_err(c, a, b) == pytest.approx(float((c.double() - ref).abs().max() / ref.abs().max()), rel=1e-12)
+
+
+def test_speed_ratio_and_rates_come_from_the_median_times():
+    kernel, library = Timing((2.0, 4.0, 9.0), 1), Timing((1.0, 2.0, 3.0), 1)  # medians 4 s and 2 s
+    vs = kc.SpeedVsLibrary(kernel, library, flops=8e12)
+    assert vs.speedup == 0.5  # the kernel takes twice as long
+    assert vs.kernel_tflops == 2.0 and vs.library_tflops == 4.0
+
+
+def test_speed_vs_library_times_torch_and_jax_inputs():
+    torch = pytest.importorskip("torch")
+    a, b = kc.torch_operands(8, 8, 8, "fp32", torch.device("cpu"))
+    vs = kc.speed_vs_library(torch.matmul, torch.matmul, (a, b), flops=2 * 8 ** 3, repeats=2)
+    assert len(vs.kernel.times_s) == len(vs.library.times_s) == 2 and vs.speedup > 0
+    jax = pytest.importorskip("jax")
+    ja, jb = kc.jax_operands(8, 8, 8, "fp32")
+    vs = kc.speed_vs_library(jax.jit(jax.numpy.matmul), jax.numpy.matmul, (ja, jb), flops=2 * 8 ** 3, repeats=2)
+    assert len(vs.kernel.times_s) == 2 and vs.kernel_tflops > 0

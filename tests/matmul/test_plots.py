@@ -1,0 +1,143 @@
+"""Tests for labkit.matmul.plots (Lab 01): each picture on small hand-made inputs.
+
+Each check can fail: the titles must carry the takeaway computed from the inputs, the axes
+their units, and the number of panels, lines and PE labels must follow the inputs.
+"""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from labkit.matmul import plots, systolic  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def _sims(M: int, K: int, N: int, R: int, C: int, snapshot_cycles=()) -> dict[str, systolic.SimResult]:
+    rng = np.random.default_rng(0)
+    A, B = rng.integers(1, 10, size=(M, K)), rng.integers(1, 10, size=(K, N))
+    return {df: systolic.simulate(A, B, R, C, df, snapshot_cycles=snapshot_cycles) for df in ("os", "ws", "is")}
+
+
+# ------------------------------------------------------------------ the array at work
+
+
+def test_array_snapshots_one_panel_per_dataflow_and_cycle_with_every_pe_labelled():
+    cycles = (0, 1, 3)
+    sims = _sims(3, 3, 3, 3, 3, snapshot_cycles=cycles)  # one fold on a 3 x 3 array
+    drain_from = systolic.cycles(3, 3, 3, 3, 3, "os").cycles - 3
+    fig = plots.plot_array_snapshots(sims, cycles, drain_from)
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == 3 * len(cycles)
+    assert all(len(ax.texts) == 9 for ax in fig.axes)  # one label per PE
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles[0] == "OS  cycle 0" and titles[len(cycles)] == "WS  cycle 0  (preload)"
+    assert titles[-1] == "IS  cycle 3"  # cycle 3 = R: the preload is over
+    assert fig.axes[-1].get_xlabel() == "PE column j" and fig.axes[0].get_ylabel() == "PE row i"
+    title = fig._suptitle.get_text()
+    took = ", ".join(f"{df.upper()} {s.cycles}" for df, s in sims.items())
+    assert "3x3 @ 3x3 on 3x3" in title and took in title
+
+
+def test_array_snapshots_marks_the_os_drain():
+    sims = _sims(2, 2, 2, 2, 2, snapshot_cycles=(0, 5))
+    drain_from = systolic.cycles(2, 2, 2, 2, 2, "os").cycles - 2
+    assert drain_from <= 5
+    fig = plots.plot_array_snapshots(sims, (0, 5), drain_from)
+    assert fig.axes[1].get_title() == "OS  cycle 5  (drain)"
+    assert "a·" in fig.axes[0].texts[-1].get_text()  # cycle 0: the far PE's registers are still empty
+
+
+def test_utilization_over_time_names_the_winner_and_its_share():
+    sims = _sims(16, 8, 12, 4, 4)
+    best = max(sims, key=lambda d: sims[d].utilization)
+    fig = plots.plot_utilization_over_time(sims)
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == 2 * len(sims)  # a full run and a zoom per dataflow
+    title = fig._suptitle.get_text()
+    assert title.startswith("16x8 @ 8x12 on 4x4")
+    assert f"{best.upper()} has the longest stream and wins ({sims[best].utilization:.0%} busy)" in title
+    assert "fraction" in fig.axes[0].get_ylabel() and fig.axes[-1].get_xlabel() == "cycle"
+    assert fig.axes[0].get_xlim()[1] == max(s.cycles for s in sims.values())  # one time axis for all
+    per_fold = sims["os"].cycles // sims["os"].folds
+    assert fig.axes[1].get_xlim()[1] == 2 * per_fold  # the zoom: two folds
+
+
+def test_utilization_over_time_does_not_claim_the_longest_stream_when_it_loses():
+    sims = _sims(8, 5, 8, 4, 4)  # K = 5 pads WS's folds: WS streams T = M = 8, OS only K = 5, yet OS wins
+    two = {"ws": sims["ws"], "os": sims["os"]}
+    assert sims["ws"].mapping[2] > sims["os"].mapping[2] and sims["os"].utilization > sims["ws"].utilization
+    title = plots.plot_utilization_over_time(two)._suptitle.get_text()
+    assert f"OS wins ({sims['os'].utilization:.0%} busy)" in title and "longest stream" not in title
+
+
+# ------------------------------------------------------------------ shape sweeps
+
+
+def _saw(xs: np.ndarray, tile: int) -> np.ndarray:
+    return xs / (np.ceil(xs / tile) * tile)  # the padding sawtooth of a `tile`-wide array
+
+
+def _sweep_inputs(with_gpu: bool = True):
+    batch, edge = np.array([1, 4, 16, 64]), np.arange(1, 301)
+    curves = {}
+    for name, tile in (("MXU 64", 64), ("MXU 128", 128)):
+        curves.update({(name, "M"): batch / 64.0, (name, "N"): _saw(edge, tile), (name, "K"): _saw(edge, tile)})
+    if with_gpu:  # 0.9 at multiples of 8, a quarter of that elsewhere: a 4x alignment cliff
+        aligned = np.where(edge % 8 == 0, 0.9, 0.225)
+        curves.update({("GPU", "M"): batch / 80.0, ("GPU", "N"): aligned, ("GPU", "K"): aligned})
+    return curves, batch, edge
+
+
+def test_predicted_sweeps_title_reads_the_cliffs_from_the_curves():
+    curves, batch, edge = _sweep_inputs()
+    fig = plots.plot_predicted_sweeps(curves, batch, edge, gpus={"GPU"}, big=512)
+    assert isinstance(fig, Figure)
+    title = fig._suptitle.get_text()
+    assert "every multiple of 64/128 in N and K" in title
+    assert "~4x when N or K is not a multiple of 8" in title
+    m_ax, n_ax, k_ax = fig.axes
+    assert len(m_ax.lines) == 3               # one per model
+    assert len(n_ax.lines) == len(k_ax.lines) == 4  # MXUs once, the GPU aligned and unaligned
+    assert m_ax.get_xscale() == "log"
+    assert all("(elements)" in ax.get_xlabel() for ax in fig.axes)
+    assert m_ax.get_ylabel() == "predicted fraction of peak"
+    assert n_ax.get_title() == "vary N, the others = 512"
+
+
+def test_predicted_sweeps_without_gpus_claims_no_alignment_cliff():
+    curves, batch, edge = _sweep_inputs(with_gpu=False)
+    fig = plots.plot_predicted_sweeps(curves, batch, edge, gpus=(), big=4096)
+    title = fig._suptitle.get_text()
+    assert "64/128" in title and "alignment" not in title
+    assert [len(ax.lines) for ax in fig.axes] == [2, 2, 2]
+
+
+def test_measured_sweeps_normalizes_each_curve_and_states_the_batch_penalty():
+    shapes = {"batch": [(1, 8, 8), (2, 8, 8), (4, 8, 8)], "N": [(8, 4, 8), (8, 8, 8)]}
+    measured = {("jax", "batch"): np.array([1.0, 4.0, 10.0]), ("jax", "N"): np.array([3.0, 6.0]),
+                ("torch", "batch"): np.array([2.0, 3.0, 8.0]), ("torch", "N"): np.array([5.0, 4.0])}  # FLOP/s
+    modelled = {sw: {"MXU 4x4": np.linspace(0.1, 0.5, len(s)), "GPU X": np.linspace(0.2, 0.4, len(s))}
+                for sw, s in shapes.items()}
+    fig = plots.plot_measured_sweeps(shapes, measured, modelled, chip="Fake CPU", platform="cpu")
+    assert isinstance(fig, Figure)
+    title = fig._suptitle.get_text()
+    assert title.startswith("Measured on CPU vs both models") and "small-batch penalty" in title
+    assert "batch 1 reaches 20% of the sweep's best FLOP/s" in title  # best per M: [2, 4, 10] FLOP/s -> 2 / 10
+    batch_ax, n_ax = fig.axes
+    assert len(batch_ax.lines) == len(n_ax.lines) == 4  # 2 frameworks + 2 models
+    assert all(max(line.get_ydata()) == pytest.approx(1.0) for ax in fig.axes for line in ax.lines)
+    assert list(batch_ax.lines[0].get_xdata()) == [1, 2, 4] and list(n_ax.lines[0].get_xdata()) == [4, 8]
+    assert batch_ax.get_xlabel() == "M (batch, rows), N = K = 8" and n_ax.get_xlabel() == "N (elements), M = K = 8"
+    assert batch_ax.get_ylabel() == "throughput / best in this sweep"
+    assert [t.get_text() for t in batch_ax.get_legend().get_texts()][-1] == "model: GPU X"
