@@ -7,4 +7,5 @@ Modules:
 - ``weights``    safetensors weights with a manifest
 - ``kv_cache``   a KV cache for the course GPT in PyTorch and JAX
 - ``serve``      a generation server loop and its benchmark: TTFT, per-token latency, tokens/s
+- ``plots``      the lab's pictures: the training loss, serving tokens/s and latency per path
 """

@@ -8,5 +8,5 @@ Modules:
 - ``train_step``    the course GPT's training step, sharded by a preset
 - ``torch_spmd``    the PyTorch side: torch-xla SPMD layouts and torchrun DDP
 - ``launch``        start N processes of one program on this machine, watch them, tear them down
-- ``plots``         pictures of meshes and layouts: which device holds which tile
+- ``plots``         pictures: which device holds which tile; each strategy's memory, traffic, time
 """

@@ -1,16 +1,20 @@
-"""Pictures of meshes and layouts: which device holds which tile of an array (Lab 03).
+"""Pictures of meshes and layouts, and of what each strategy costs (Lab 03).
 
 ``jax.debug.visualize_array_sharding`` prints a text table through ``rich``; these draw the
 same information with matplotlib, for any array (1-D, 2-D or more) and any sharding, so
-layouts can sit side by side in one figure with the mesh they are laid out on.
+layouts can sit side by side in one figure with the mesh they are laid out on. The last two
+functions take the numbers a lab cell computed and return the Figure (made with pyplot, so a
+notebook shows it); their titles state what the numbers show.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 
@@ -122,5 +126,94 @@ def show_layouts(arrays: dict[str, Any], mesh: Any = None, title: str = "",
         ax.axis("off")
     if title:
         fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _held_by(shape: Sequence[int], sharding: Any, device: int) -> int:
+    """Elements of an array of ``shape`` that ``device`` holds under ``sharding``."""
+    for idx, ids in tiles(shape, sharding):
+        if device in ids:
+            return math.prod(s.stop - s.start for s in idx)
+    return 0
+
+
+def _share(held: int, total: int) -> str:
+    """12 of 96 elements -> '1/8'; all -> 'all'; an uneven share -> '13%'."""
+    if held == total:
+        return "all"
+    k = total / held if held else 0
+    return f"1/{round(k)}" if held and abs(k - round(k)) < 1e-9 else f"{held / total:.0%}"
+
+
+def plot_strategy_layouts(placed: Mapping[str, tuple[Mapping[str, Any], Any]], names: Sequence[str]) -> Figure:
+    """Who holds what: the tokens and some weights of each strategy, as device tiles (Lab 03)."""
+    # placed: strategy -> (params {name: jax.Array}, tokens jax.Array (batch, seq)); names: weights to draw.
+    fig, axes = plt.subplots(len(placed), len(names) + 1, figsize=(15, 2.5 * len(placed)), squeeze=False)
+    weight_share, token_share = [], []
+    for row, (strategy, (params, tokens)) in zip(axes, placed.items()):
+        draw_sharding(row[0], tokens.shape, tokens.sharding, f"{strategy}: tokens")
+        for ax, k in zip(row[1:], names):
+            draw_sharding(ax, params[k].shape, params[k].sharding, k)
+        # What the first device keeps, in elements (dtype-free): of the drawn weights, and of the tokens.
+        dev = min(_device_ids(tokens.sharding.device_set))
+        held = sum(_held_by(params[k].shape, params[k].sharding, dev) for k in names)
+        weight_share.append(f"{strategy} {_share(held, sum(math.prod(params[k].shape) for k in names))}")
+        held = _held_by(tokens.shape, tokens.sharding, dev)
+        token_share.append(f"{strategy} {_share(held, math.prod(tokens.shape))}")
+    fig.suptitle(f"Who holds what, per device: of these weights {', '.join(weight_share)};\n"
+                 f"of the tokens {', '.join(token_share)}", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def plot_strategy_costs(rows: Sequence[Mapping[str, Any]], link_gbs: Mapping[str, float],
+                        step_ms: Mapping[str, float], platform: str, n_devices: int, chip: str) -> Figure:
+    """Memory vs traffic, predicted communication per system, measured step time per strategy (Lab 03)."""
+    # rows: one per strategy, the cell's table: "strategy", "ring KiB sent", "compiled MiB/device",
+    #   "model MiB/device", and "<system> µs" for every system in link_gbs (GB/s one device pushes).
+    # step_ms: measured median ms per step, by strategy and "single" (the unsharded reference).
+    strategies = [r["strategy"] for r in rows]
+    colors = {n: plt.get_cmap("tab10")(i) for i, n in enumerate(strategies)}
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4.2))
+
+    for r in rows:  # filled: the compiler's peak; hollow: labkit's model of it
+        n, kib = r["strategy"], r["ring KiB sent"]
+        ax1.scatter(kib, r["compiled MiB/device"], s=90, color=colors[n])
+        ax1.scatter(kib, r["model MiB/device"], s=90, facecolors="none", edgecolors=colors[n])
+        ax1.annotate(n, (kib, r["compiled MiB/device"]), textcoords="offset points", xytext=(7, -3))
+    ax1.scatter([], [], color="gray", label="compiler (memory_analysis)")
+    ax1.scatter([], [], facecolors="none", edgecolors="gray", label="labkit.sharding.memory_model")
+    ax1.set_xlabel("communication per step per device (KiB sent, ring)")
+    ax1.set_ylabel("peak memory per device (MiB)")
+    ax1.set_ylim(0, None)
+    ax1.margins(x=0.15)
+    lo = min(rows, key=lambda r: r["compiled MiB/device"])
+    hi = max(rows, key=lambda r: r["compiled MiB/device"])
+    loud = max(rows, key=lambda r: r["ring KiB sent"])
+    ax1.set_title(f"{lo['strategy']} needs {hi['compiled MiB/device'] / lo['compiled MiB/device']:.1f}x less memory "
+                  f"than {hi['strategy']};\n{loud['strategy']} sends the most ({loud['ring KiB sent']:,.0f} KiB)",
+                  fontsize=10)
+    ax1.legend(fontsize=7, loc="lower right")
+
+    width = 0.38  # one bar per system, side by side around each strategy's tick
+    for k, (system, gbs) in enumerate(link_gbs.items()):
+        ax2.bar(np.arange(len(rows)) + (k - (len(link_gbs) - 1) / 2) * width, [r[f"{system} µs"] for r in rows],
+                width, label=f"{system} ({gbs:.0f} GB/s per device)")
+    ax2.set_xticks(range(len(rows)), strategies)
+    ax2.set_ylabel("predicted communication per step (µs)")
+    slow, fast = min(link_gbs, key=link_gbs.get), max(link_gbs, key=link_gbs.get)
+    ratio = float(np.median([r[f"{slow} µs"] / r[f"{fast} µs"] for r in rows if r[f"{fast} µs"] > 0] or [1.0]))
+    ax2.set_title(f"Same bytes, faster links: {fast} communicates\n{ratio:.1f}x faster than {slow} "
+                  "(bandwidth only)", fontsize=10)
+    ax2.legend(fontsize=7)
+
+    names = list(step_ms)
+    ax3.bar(names, [step_ms[n] for n in names], color=[colors.get(n, "gray") for n in names])
+    ax3.set_ylabel("measured step time (ms)")
+    where = "simulated CPU devices share this machine's cores" if platform == "cpu" else f"{n_devices} x {chip}"
+    quick, slowest = min(names, key=step_ms.get), max(names, key=step_ms.get)
+    ax3.set_title(f"Measured here ({where}):\n{quick} fastest ({step_ms[quick]:.1f} ms), "
+                  f"{slowest} slowest ({step_ms[slowest]:.1f} ms)", fontsize=10)
     fig.tight_layout()
     return fig

@@ -1,0 +1,69 @@
+"""Pictures of Lab 05: the training run before export, and the serving benchmark (Lab 05).
+
+Each function takes the numbers a lab cell computed and returns the matplotlib Figure (made
+with pyplot, so a notebook shows it); the title states what the numbers show.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+from labkit.export.serve import ServeStats
+
+
+def plot_training_loss(losses: Sequence[float], platform: str, vocab_size: int = 256) -> Figure:
+    """Training loss per step against a uniform guess over the vocabulary (Lab 05)."""
+    # losses: cross-entropy per step, nats/token; platform: where it trained ("cpu", "tpu", "gpu").
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.plot(losses)
+    ax.axhline(math.log(vocab_size), color="k", ls=":", label=f"uniform guess, ln {vocab_size}")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("cross-entropy (nats / token)")
+    ax.set_title(f"Trained on {platform.upper()}: loss falls from {losses[0]:.1f} to {losses[-1]:.1f}")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_serving_sweep(stats: Sequence[ServeStats]) -> Figure:
+    """Serving tokens/s against batch per path, and TTFT vs TPOT at the largest batch (Lab 05)."""
+    # stats: serve.sweep's result, one ServeStats per (path, batch); every path at every batch.
+    paths = list(dict.fromkeys(s.path for s in stats))
+    batches = sorted({s.batch for s in stats})
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+
+    tps = {p: [s.tokens_per_s for s in stats if s.path == p] for p in paths}
+    for p in paths:
+        rows = [s for s in stats if s.path == p]
+        ax1.plot([s.batch for s in rows], [s.tokens_per_s for s in rows], "o-", label=p)
+    ax1.set_xscale("log", base=2)
+    ax1.set_xticks(batches, [str(b) for b in batches])
+    ax1.set_yscale("log")
+    ax1.set_xlabel("batch size (sequences served together)")
+    ax1.set_ylabel("throughput (generated tokens / s)")
+    best_path = max(paths, key=lambda p: max(tps[p]))
+    gain = min(max(v) / min(v) for v in tps.values())  # the path that gains least from batching
+    ax1.set_title(f"Batching multiplies tokens/s (at least {gain:.1f}x here); fastest: {best_path}", fontsize=10)
+    ax1.legend(fontsize=8)
+
+    b_max = batches[-1]
+    rows = [next(s for s in stats if s.path == p and s.batch == b_max) for p in paths]
+    x = np.arange(len(paths))
+    for dx, p50, p95, label in ((-0.2, "ttft_p50_ms", "ttft_p95_ms", "TTFT p50 (prefill + 1st token)"),
+                                (0.2, "tpot_p50_ms", "tpot_p95_ms", "TPOT p50 (each later token)")):
+        mid = [getattr(s, p50) for s in rows]
+        ax2.bar(x + dx, mid, 0.4, label=label)
+        # whisker from p50 up to p95 only: the tail is what a server's users notice
+        ax2.errorbar(x + dx, mid, yerr=[[0] * len(rows), [getattr(s, p95) - m for s, m in zip(rows, mid)]],
+                     fmt="none", ecolor="k", capsize=3)
+    ax2.set_xticks(x, paths, rotation=15, fontsize=8)
+    ax2.set_ylabel("latency (ms), whisker = p95")
+    ratio = np.median([s.ttft_p50_ms / s.tpot_p50_ms for s in rows])
+    ax2.set_title(f"Batch {b_max}: the first token costs {ratio:.1f}x a later one (median over paths)", fontsize=10)
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,114 @@
+"""Tests for labkit.sharding.plots' strategy pictures (Lab 03): each on small hand-made inputs.
+
+The mesh and layout drawings (``show_layouts``, ``tiles``) are tested on real 8-device shardings in
+tests/sharding/test_layouts.py. Here the shardings are hand-made stand-ins (the three things the
+drawing reads: ``spec``, ``device_set``, ``devices_indices_map``), so no JAX devices are needed, and
+each check can fail: titles carry the takeaway computed from the inputs, axes their units, and the
+number of panels, points and bars follows the inputs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+
+from labkit.sharding import plots  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+@dataclass(frozen=True)
+class Dev:
+    id: int
+
+
+class RowSharding:
+    """Dim 0 split into ``ways`` row blocks over ``n`` devices (each block on n / ways of them)."""
+
+    def __init__(self, n: int, ways: int) -> None:
+        self.n, self.ways = n, ways
+        self.spec = ("data", None) if ways > 1 else ()
+        self.device_set = {Dev(i) for i in range(n)}
+
+    def devices_indices_map(self, shape: tuple[int, ...]) -> dict[Dev, tuple[slice, ...]]:
+        rows = shape[0] // self.ways
+        return {Dev(i): (slice(i % self.ways * rows, (i % self.ways + 1) * rows),) + (slice(None),) * (len(shape) - 1)
+                for i in range(self.n)}
+
+
+@dataclass
+class Arr:
+    shape: tuple[int, ...]
+    sharding: Any
+
+
+def test_strategy_layouts_one_row_per_strategy_and_the_shares_in_the_title():
+    def strategy(w_ways: int, v_ways: int, token_ways: int) -> tuple[dict[str, Arr], Arr]:
+        """4 devices: weights w (8, 4) and v (4, 4), tokens (4, 6), each split by rows."""
+        return ({"w": Arr((8, 4), RowSharding(4, w_ways)), "v": Arr((4, 4), RowSharding(4, v_ways))},
+                Arr((4, 6), RowSharding(4, token_ways)))
+
+    placed = {"dp": strategy(1, 1, 4), "fsdp": strategy(4, 4, 4), "mixed": strategy(2, 1, 1)}
+    fig = plots.plot_strategy_layouts(placed, ["w", "v"])
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == 3 * 3  # a row per strategy: the tokens, then each weight
+    title = fig._suptitle.get_text()
+    # mixed: w (32 elements) split 2 ways -> 16, v (16) whole -> 16: 32 of 48 = 67 %
+    assert "of these weights dp all, fsdp 1/4, mixed 67%;" in title
+    assert "of the tokens dp 1/4, fsdp 1/4, mixed all" in title
+    assert fig.axes[0].get_title().startswith("dp: tokens (4, 6)")
+    assert len([p for p in fig.axes[3].patches if isinstance(p, Rectangle)]) == 4  # fsdp's tokens: 4 tiles
+    assert "size" in fig.axes[0].get_xlabel()  # the axis says which dim and how long it is
+
+
+def _rows() -> list[dict[str, Any]]:
+    return [
+        {"strategy": "dp", "ring KiB sent": 100.0, "compiled MiB/device": 10.0, "model MiB/device": 11.0,
+         "slow ring µs": 40.0, "fast switch µs": 10.0},
+        {"strategy": "fsdp", "ring KiB sent": 100.0, "compiled MiB/device": 2.5, "model MiB/device": 3.0,
+         "slow ring µs": 40.0, "fast switch µs": 10.0},
+        {"strategy": "tp", "ring KiB sent": 1500.0, "compiled MiB/device": 5.0, "model MiB/device": 4.0,
+         "slow ring µs": 60.0, "fast switch µs": 15.0},
+    ]
+
+
+def test_strategy_costs_titles_carry_memory_traffic_link_and_timing_takeaways():
+    step_ms = {"single": 2.0, "dp": 3.0, "fsdp": 3.5, "tp": 6.0}
+    fig = plots.plot_strategy_costs(_rows(), {"slow ring": 100.0, "fast switch": 400.0}, step_ms,
+                                    platform="cpu", n_devices=8, chip="CPU")
+    assert isinstance(fig, Figure)
+    ax1, ax2, ax3 = fig.axes
+    assert "fsdp needs 4.0x less memory than dp" in ax1.get_title()
+    assert "tp sends the most (1,500 KiB)" in ax1.get_title()
+    assert ax1.get_xlabel() == "communication per step per device (KiB sent, ring)"
+    assert ax1.get_ylabel() == "peak memory per device (MiB)"
+    assert len(ax1.collections) == 2 * 3 + 2  # compiler and model point per strategy, two legend markers
+    assert "fast switch communicates\n4.0x faster than slow ring" in ax2.get_title()
+    assert ax2.get_ylabel() == "predicted communication per step (µs)"
+    assert len(ax2.patches) == 2 * 3  # a bar per system and strategy
+    assert [p.get_height() for p in ax2.patches[:3]] == [40.0, 40.0, 60.0]
+    assert [t.get_text() for t in ax2.get_legend().get_texts()] == ["slow ring (100 GB/s per device)",
+                                                                      "fast switch (400 GB/s per device)"]
+    assert "simulated CPU devices" in ax3.get_title()
+    assert "single fastest (2.0 ms), tp slowest (6.0 ms)" in ax3.get_title()
+    assert ax3.get_ylabel() == "measured step time (ms)"
+    assert [p.get_height() for p in ax3.patches] == list(step_ms.values())
+
+
+def test_strategy_costs_names_the_chips_off_the_cpu():
+    fig = plots.plot_strategy_costs(_rows(), {"slow ring": 100.0, "fast switch": 400.0},
+                                    {"dp": 1.0, "tp": 0.5}, platform="tpu", n_devices=8, chip="TPU v5e")
+    assert "Measured here (8 x TPU v5e)" in fig.axes[2].get_title()
+    assert "tp fastest (0.5 ms)" in fig.axes[2].get_title()
