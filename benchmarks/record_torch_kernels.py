@@ -27,8 +27,10 @@ def kernels_with_launchers(trace: dict[str, Any]) -> list[dict[str, Any]]:
     """Kernel events of a Chrome trace, each with the CPU ops open at its launch (innermost first)."""
     events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
     ops = [e for e in events if e.get("cat") == "cpu_op"]
+    # cudaLaunchKernel is a runtime call; cuBLAS (nvjet), cuDNN and Triton launch through the
+    # driver (cuLaunchKernelEx): both carry the correlation id of the kernel they launch.
     launches = {e["args"]["correlation"]: e for e in events
-                if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
     out = []
     for k in (e for e in events if e.get("cat") == "kernel"):
         launch = launches.get(k.get("args", {}).get("correlation"))
