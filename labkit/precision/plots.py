@@ -1,0 +1,159 @@
+"""Lab 04's pictures: number lines, accumulation error, loss scaling, training curves, speed and memory.
+
+One function per picture; each takes the numbers its cell computed and returns the Figure. The
+cell keeps the assertions of what the picture shows.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+from labkit.precision import formats
+
+# fp32 and TF32 share fp32's range; the rest are the formats Lab 04 compares, in bits order.
+FORMAT_STYLES = {"fp32": "-", "tf32": "--", "bf16": "-", "fp16": "-", "fp8_e4m3": "-", "fp8_e5m2": "-"}
+PRECISION_COLORS = {"fp32": "C0", "bf16": "C1", "fp16_scaled": "C2"}
+
+
+def plot_number_lines_and_gaps(styles: Mapping[str, str] = FORMAT_STYLES) -> Figure:
+    """fp8's number lines, and every format's relative gap between neighbours against |x| (Lab 04)."""
+    fig, (top, bot) = plt.subplots(2, 1, figsize=(8, 6.5), gridspec_kw={"height_ratios": [1, 2.4]})
+    for y, name in enumerate(("fp8_e4m3", "fp8_e5m2")):
+        v = formats.representable(name)[1:]  # every positive value (skip 0 on a log axis)
+        top.vlines(v, y - 0.35, y + 0.35, lw=0.8, color=f"C{4 + y}")
+    top.set_xscale("log"); top.set_yticks([0, 1], ["e4m3", "e5m2"]); top.set_xlim(1e-6, 1e5)
+    top.set_xlabel("value (one tick per representable number)")
+    e4, e5 = formats.format_info("fp8_e4m3"), formats.format_info("fp8_e5m2")
+    top.set_title(f"fp8 number lines: {2 ** e4.mantissa_bits} or {2 ** e5.mantissa_bits} values per power of two, "
+                  f"nothing beyond {e4.max:g} / {e5.max:g}")
+    for name in styles:
+        f = formats.format_info(name)
+        # relative gap at each power of two from the smallest subnormal to the max (a sawtooth between)
+        xs = 2.0 ** np.arange(math.log2(f.smallest_subnormal), math.floor(math.log2(f.max)) + 1)
+        bot.loglog(xs, formats.spacing(name, xs) / xs, styles[name], lw=2,
+                   label=f"{name}: eps 2^-{f.mantissa_bits}, max {f.max:.3g}")
+    bot.annotate("subnormals: precision\nruns out", xy=(2.0**-20, 2.0**-4), xytext=(1e-30, 1e-5), fontsize=8,
+                 arrowprops={"arrowstyle": "->"})
+    bot.set_xlabel("value |x|  (each line ends at the format's max)")
+    bot.set_ylabel("relative gap to the next value")
+    bf, fp = formats.format_info("bf16"), formats.format_info("fp16")
+    bot.set_title(f"bf16 spans fp32's range with 2^-{bf.mantissa_bits} steps; fp16 is finer but ends at {fp.max:g}")
+    bot.legend(fontsize=7, loc="center right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_accumulation_error(acc: Sequence[Mapping[str, Any]]) -> Figure:
+    """Relative error of a dot product against its length n, per accumulation method (Lab 04)."""
+    methods = list(dict.fromkeys(r["method"] for r in acc))
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for i, m in enumerate(methods):
+        pts = [r for r in acc if r["method"] == m]
+        style = {"marker": "o", "ms": 9, "mfc": "none", "ls": "-"} if "jax" in m else {"marker": "s", "ms": 4, "ls": "--"}
+        ax.loglog([r["n"] for r in pts], [max(r["rel error"], 1e-10) for r in pts], label=m, color=f"C{i}", **style)
+    ax.axhline(2.0**-8, color="k", ls=":", lw=1, label="bf16 unit roundoff 2^-8 (one rounding)")
+    ax.set_xlabel("dot-product length n")
+    ax.set_ylabel("mean relative error vs float64")
+    worst = {m: max(r["rel error"] for r in acc if r["method"] == m) for m in methods}
+    bf16_sum = max((m for m in methods if "sequential" in m), key=worst.get, default=None)
+    fp32_acc = [worst[m] for m in methods if "fp32" in m]
+    if bf16_sum and fp32_acc:
+        ax.set_title(f"Accumulate in fp32: a bf16 running sum reaches {worst[bf16_sum]:.0%} error, "
+                     f"fp32 accumulators stay under {max(fp32_acc):.0e}")
+    else:
+        ax.set_title("Relative error of a dot product against its length")
+    ax.legend(fontsize=7, loc="center", bbox_to_anchor=(0.5, 0.36),
+              title="JAX and torch overlap where they compute the same thing", title_fontsize=7)
+    return fig
+
+
+def plot_loss_scale_window(sweep: Sequence[Mapping[str, Any]]) -> Figure:
+    """fp16 gradient error and underflow against the loss scale, overflowing scales shaded (Lab 04)."""
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    ok = [r for r in sweep if r["finite"]]
+    log2s = [math.log2(r["loss scale"]) for r in ok]
+    ax.semilogy(log2s, [r["rel error vs fp32"] for r in ok], "o-", label="rel. error of fp16 gradients")
+    ax.semilogy(log2s, [max(r["zeroed (underflow) fraction"], 1e-6) for r in ok], "s--",
+                label="fraction flushed to 0 (floored at 1e-6)")
+    for r in sweep:
+        if not r["finite"]:
+            ax.axvspan(math.log2(r["loss scale"]) - 2, math.log2(r["loss scale"]) + 2, color="r", alpha=0.15)
+    ax.plot([], [], color="r", alpha=0.3, lw=8, label="overflow: inf gradients (step skipped)")
+    ax.set_xlabel("log2(loss scale)")
+    ax.set_ylabel("relative error / fraction")
+    best = min(ok, key=lambda r: r["rel error vs fp32"]) if ok else None
+    where = f"; best here 2^{math.log2(best['loss scale']):.0f}" if best else ""
+    ax.set_title(f"Loss scaling: too small underflows, too large overflows{where}")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_dynamic_loss_scale(good: Sequence[bool], torch_scales: Sequence[float],
+                            jax_scales: Sequence[float], growth_interval: int) -> Figure:
+    """The dynamic loss scale step by step in torch's GradScaler and labkit's JAX rule (Lab 04)."""
+    fig, ax = plt.subplots(figsize=(7, 3))
+    steps = np.arange(1, len(good) + 1)
+    bad = ~np.asarray(good, bool)
+    ax.step(steps, np.log2(torch_scales), where="post", lw=3, alpha=0.5, label="torch.amp.GradScaler")
+    ax.step(steps, np.log2(jax_scales), where="post", ls="--", color="k", label="labkit.precision.loss_scale (JAX)")
+    ax.scatter(steps[bad], np.log2(np.asarray(jax_scales))[bad], color="r", zorder=3, label="overflow: skipped")
+    ax.set_xlabel("step"); ax.set_ylabel("log2(loss scale)")
+    agree = "both frameworks" if list(torch_scales) == list(jax_scales) else "the frameworks DISAGREE"
+    ax.set_title(f"Dynamic loss scale: halve on overflow, double after {growth_interval} good steps ({agree})")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_loss_curves(losses: Mapping[tuple[str, str], Sequence[float]], tol: float) -> Figure:
+    """Training loss per step for each (framework, precision), and its difference from fp32 (Lab 04)."""
+    fig, (ax, dx) = plt.subplots(1, 2, figsize=(11, 4))
+    gap = 0.0  # largest |loss - fp32 loss| over the whole run (nats / token)
+    for (fw, prec), ls in losses.items():
+        steps = np.arange(1, len(ls) + 1)
+        style = "-" if fw == "jax" else "--"
+        ax.plot(steps, ls, color=PRECISION_COLORS.get(prec), ls=style, label=f"{fw} {prec}", alpha=0.85)
+        if prec != "fp32" and (fw, "fp32") in losses:  # the same run's fp32 twin: same weights and batches
+            diff = np.asarray(ls) - np.asarray(losses[(fw, "fp32")])
+            gap = max(gap, float(np.abs(diff).max()))
+            dx.plot(steps, diff, color=PRECISION_COLORS.get(prec), ls=style, label=f"{fw} {prec}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (nats / token)")
+    ax.set_title("Training loss per precision and framework")
+    ax.legend(fontsize=8, ncol=2)
+    dx.axhline(0, color="C0", lw=1)
+    dx.axhline(tol, color="k", ls=":", lw=1)
+    dx.axhline(-tol, color="k", ls=":", lw=1, label=f"final-loss tolerance ±{tol}")
+    dx.set_xlabel("step")
+    dx.set_ylabel("loss minus fp32 loss (nats / token)")
+    dx.set_title(f"Difference from fp32: at most {gap:.3f} nats at any step")
+    dx.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_speed_and_memory(step_ms: Mapping[tuple[str, str], float], saved_mb: Mapping[tuple[str, str], float],
+                          low: str, platform: str) -> Figure:
+    """Median step time and activation memory per (framework, precision) (Lab 04)."""
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    keys = list(step_ms)
+    labels = [f"{fw}\n{p}" for fw, p in keys]
+    colors = [PRECISION_COLORS.get(p, "C3") for _, p in keys]
+    a1.bar(labels, [step_ms[k] for k in keys], color=colors)
+    a1.set_ylabel("median step time (ms)")
+    fws = sorted({fw for fw, _ in keys if (fw, "fp32") in step_ms and (fw, low) in step_ms})
+    ratios = ", ".join(f"{fw} {step_ms[(fw, 'fp32')] / step_ms[(fw, low)]:.2f}x" for fw in fws)
+    a1.set_title(f"{low} speed-up over fp32 on {platform.upper()}: {ratios}", fontsize=10)
+    a2.bar(labels, [saved_mb[k] for k in keys], color=colors)
+    a2.set_ylabel("activations saved for backward (MB)")
+    shrink = [saved_mb[(fw, "fp32")] / saved_mb[(fw, low)] for fw in fws]
+    a2.set_title(f"{low} saves {min(shrink):.1f}-{max(shrink):.1f}x fewer activation bytes; weights stay fp32"
+                 if shrink else "activations saved for backward", fontsize=10)
+    for a in (a1, a2):
+        a.tick_params(axis="x", labelsize=7)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,65 @@
+"""labkit.precision.plots (Lab 04): each picture carries the numbers it was given, with units."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from labkit.precision import plots  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close() -> None:
+    yield
+    plt.close("all")
+
+
+def test_number_lines_titles_come_from_the_formats() -> None:
+    fig = plots.plot_number_lines_and_gaps()
+    top, bot = fig.axes
+    assert "8 or 4 values per power of two" in top.get_title() and "448 / 57344" in top.get_title()
+    assert "2^-7" in bot.get_title() and "65504" in bot.get_title()
+    assert len(bot.get_lines()) == len(plots.FORMAT_STYLES)
+
+
+def test_accumulation_error_title_states_the_measured_errors() -> None:
+    acc = [{"method": "sequential bf16 accumulator", "n": n, "rel error": e} for n, e in ((256, 0.01), (65536, 0.93))]
+    acc += [{"method": "jax dot, preferred_element_type=fp32", "n": n, "rel error": 2e-7} for n in (256, 65536)]
+    ax = plots.plot_accumulation_error(acc).axes[0]
+    assert "93%" in ax.get_title() and "2e-07" in ax.get_title()
+    assert ax.get_xlabel() == "dot-product length n" and "float64" in ax.get_ylabel()
+    assert len(ax.get_lines()) == 3  # two methods + the unit-roundoff line
+
+
+def test_loss_scale_window_names_the_best_scale() -> None:
+    sweep = [{"loss scale": 2.0**k, "finite": k < 40, "rel error vs fp32": 10.0 ** -(k / 8 + 1),
+              "zeroed (underflow) fraction": max(0.0, 0.5 - k / 40)} for k in (0, 8, 16, 24, 32, 40)]
+    ax = plots.plot_loss_scale_window(sweep).axes[0]
+    assert "best here 2^32" in ax.get_title() and ax.get_xlabel() == "log2(loss scale)"
+
+
+def test_dynamic_loss_scale_says_whether_frameworks_agree() -> None:
+    good = [True, True, False, True]
+    same = plots.plot_dynamic_loss_scale(good, [8.0, 8.0, 4.0, 4.0], [8.0, 8.0, 4.0, 4.0], 3).axes[0]
+    assert "double after 3 good steps (both frameworks)" in same.get_title()
+    differ = plots.plot_dynamic_loss_scale(good, [8.0, 8.0, 4.0, 4.0], [8.0, 8.0, 8.0, 8.0], 3).axes[0]
+    assert "DISAGREE" in differ.get_title()
+
+
+def test_loss_curves_title_is_the_largest_gap_over_the_run() -> None:
+    losses = {("jax", "fp32"): [5.0, 4.0, 3.0], ("jax", "bf16"): [5.0, 4.2, 3.01], ("torch", "fp32"): [5.0, 4.0, 3.0]}
+    ax, dx = plots.plot_loss_curves(losses, tol=0.05).axes
+    assert "at most 0.200 nats" in dx.get_title() and "nats / token" in ax.get_ylabel()
+    assert len(ax.get_lines()) == 3
+
+
+def test_speed_and_memory_ratios_come_from_the_inputs() -> None:
+    ms = {("jax", "fp32"): 10.0, ("jax", "bf16"): 4.0, ("torch", "fp32"): 9.0, ("torch", "bf16"): 3.0}
+    mb = {("jax", "fp32"): 8.0, ("jax", "bf16"): 4.0, ("torch", "fp32"): 9.0, ("torch", "bf16"): 3.0}
+    a1, a2 = plots.plot_speed_and_memory(ms, mb, "bf16", "gpu").axes
+    assert "bf16 speed-up over fp32 on GPU: jax 2.50x, torch 3.00x" == a1.get_title()
+    assert "2.0-3.0x" in a2.get_title() and "(ms)" in a1.get_ylabel() and "(MB)" in a2.get_ylabel()
+    assert len(a1.patches) == 4
