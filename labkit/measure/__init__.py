@@ -8,5 +8,5 @@ Modules:
 - ``roofline``  measured matmul peak and memory bandwidth; where ops land on the roofline
 - ``flops``     FLOPs of a GPT step: closed form and as XLA and torch count them
 - ``mfu``       model FLOPs utilization over a named peak; the per-op time breakdown
-- ``plots``     Lab 02's pictures: timing mistakes, MFU sweeps, training curves
+- ``plots``     Lab 02's pictures: timing mistakes, MFU sweeps, where the step's time goes, training curves
 """

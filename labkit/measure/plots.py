@@ -1,4 +1,4 @@
-"""Lab 02's pictures: timing mistakes, MFU sweeps, and the two frameworks' training curves.
+"""Lab 02's pictures: timing mistakes, MFU sweeps, where the step's time goes, and the training curves.
 
 One function per picture; each takes the numbers its cell measured and returns the Figure. The
 cell keeps the assertions of what the picture shows.
@@ -81,5 +81,30 @@ def plot_training_curves(losses_jax: Sequence[float], losses_torch: Sequence[flo
            title=f"Same init, same data: both frameworks learn ({losses_jax[0]:.1f} -> {end:.1f} nats)")
     ax.legend()
     ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_step_time_breakdown(ops: Sequence[Mapping[str, float | str]], phases: Mapping[str, Mapping[str, float]],
+                             matmul_categories: Sequence[str] = ("matmul", "attention (SDPA)")) -> Figure:
+    """Step time per op category (torch profiler) and per phase, JAX vs PyTorch (Lab 02)."""
+    # ops: rows of mfu.torch_op_breakdown, {"category", "ms per step", "share" (fraction of the step)};
+    # phases: {framework: {"forward"|"backward"|"optimizer": seconds per step}}; phases["torch"] is required.
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [3, 2]})
+    ax1.barh([r["category"] for r in ops], [r["ms per step"] for r in ops], color="tab:blue")
+    ax1.invert_yaxis()
+    ax1.set_xlabel("self time per step (ms)")
+    mm_share = sum(r["share"] for r in ops if r["category"] in matmul_categories)  # fraction of the step's time
+    ax1.set_title(f"torch: matmul + attention do all the FLOPs, {mm_share:.0%} of the time")
+    left = np.zeros(len(phases))  # ms, where each framework's next stacked segment starts
+    for ph, c in zip(("forward", "backward", "optimizer"), ("tab:green", "tab:orange", "tab:gray")):
+        # A phase found by subtraction (JAX: step - forward+backward) can come out below 0 in noise: draw it as 0.
+        v = np.array([max(phases[fw][ph], 0) * 1e3 for fw in phases])  # ms
+        ax2.barh(list(phases), v, left=left, color=c, label=ph)
+        left += v
+    ax2.set_xlabel("time per step (ms)")
+    ratio = phases["torch"]["backward"] / phases["torch"]["forward"]
+    ax2.set_title(f"backward = {ratio:.1f}x forward (FLOPs: 2x)")
+    ax2.legend(fontsize=8)
     fig.tight_layout()
     return fig
