@@ -6,4 +6,5 @@ Modules:
 - ``prices``   a dated price table: $ per chip-hour by chip, cloud and pricing kind, with sources
 - ``claims``   common GPU-vs-TPU claims, each checked against the cost model
 - ``routing``  route a multi-stage inference pipeline across CPU / GPU / TPU pools
+- ``plots``    the lab's pictures: cost vs batch, chips, claims, sensitivity, routing, worksheet
 """
