@@ -66,6 +66,36 @@ def test_conventions(lab: Path) -> None:
     assert not [w for c in cells[1:] for w in setup_words if w in src(c)], "setup belongs in labkit, not in a lab"
 
 
+MAX_CELL_LINES = 25  # cells teach (the formula, the loop, the assertion); labkit does the plumbing
+LONG_CELL_KEY = "long_cell"  # cell metadata {"labkit": {"long_cell": "<why this cell must be long>"}}
+
+
+def long_cells(nb: dict, limit: int = MAX_CELL_LINES) -> list[tuple[int, int, str | None]]:
+    """(cell index, lines, the reason it may be long or None) for each code cell over ``limit`` lines."""
+    return [(i, n, c.get("metadata", {}).get("labkit", {}).get(LONG_CELL_KEY))
+            for i, c in enumerate(nb["cells"])
+            if c["cell_type"] == "code" and (n := len("".join(c["source"]).splitlines())) > limit]
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.stem)
+def test_code_cells_are_short(lab: Path) -> None:
+    # The allow-list lives on the cell itself, so an exception travels with its reason.
+    found = long_cells(_nb(lab))
+    unexcused = [f"cell {i}: {n} lines" for i, n, why in found if not why]
+    assert not unexcused, (f"{lab.name}: code cells over {MAX_CELL_LINES} lines: {unexcused}; move plots and "
+                           f"plumbing into the topic's labkit package, or give the cell metadata "
+                           f'{{"labkit": {{"{LONG_CELL_KEY}": "<reason>"}}}}')
+    vague = [f"cell {i}: {why!r}" for i, _, why in found if why and len(why.split()) < 5]
+    assert not vague, f"{lab.name}: a long cell's reason must say why in a sentence: {vague}"
+
+
+def test_long_cell_check_can_fail() -> None:
+    code = lambda n, **meta: {"cell_type": "code", "source": "x = 1\n" * n, "metadata": meta}  # noqa: E731
+    nb = {"cells": [code(25), code(26), code(40, labkit={LONG_CELL_KEY: "the loop is the lesson, line by line"}),
+                    {"cell_type": "markdown", "source": "text\n" * 99, "metadata": {}}]}
+    assert long_cells(nb) == [(1, 26, None), (2, 40, "the loop is the lesson, line by line")]
+
+
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("run")
