@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from labkit.course import source as course, runner
+
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = runner.available_labs(ROOT / "labs") + sorted((ROOT / "colab").glob("*.ipynb"))
 

@@ -9,6 +9,7 @@ import nbformat
 import pytest
 
 from labkit.course import cli, runner, student
+
 ROOT = Path(__file__).resolve().parents[2]
 LABS = runner.available_labs(ROOT / "labs")
 

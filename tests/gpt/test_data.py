@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from labkit.gpt import data as D
+
 SHIPPED = Path(__file__).resolve().parents[2] / "datasets" / "shakespeare"
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from labkit.runtime import hardware
-
 from labkit.measure import mfu
+
 H100 = "NVIDIA H100 80GB HBM3"  # as jax/torch report an H100 SXM
 
 
@@ -96,3 +99,24 @@ def test_torch_op_breakdown() -> None:
     assert mfu.categorize_op("aten::mm") == "matmul" and mfu.categorize_op("aten::native_layer_norm") != "optimizer + grad clip"
     assert mfu.categorize_op("sm90_xmma_gemm_bf16bf16") == "matmul" and mfu.categorize_op("aten::view").startswith("other")
     assert mfu.categorize_op("aten::_foreach_sqrt") == "optimizer + grad clip"
+
+
+# ------------------------------------------- real kernel names from an H100 (fixture for issue 15)
+
+H100_KERNELS = Path(__file__).parent / "fixtures" / "torch_kernels_h100.json"  # benchmarks/record_torch_kernels.py
+
+
+def test_h100_fixture_kernel_names_need_their_launching_op() -> None:
+    """On Hopper, cuBLAS GEMMs are `nvjet_*` and cuDNN attention `cudnn_generated_*`: the kernel name
+    alone does not say matmul, the aten op that launched it (recorded beside it) does."""
+    runs = json.loads(H100_KERNELS.read_text())["runs"]
+    assert {r["compile"] for r in runs} == {False, True}
+    for run in runs:
+        gemms = [k for k in run["kernels"] if k["kernel"].startswith("nvjet_sm90")]
+        attn = [k for k in run["kernels"] if "sdpa_sm90" in k["kernel"]]
+        assert gemms and attn, "the fixture should hold Hopper GEMM and attention kernels"
+        assert {mfu.categorize_op(k["kernel"]) for k in gemms} != {"matmul"}  # the name-bucket blind spot
+        assert {mfu.categorize_op(k["launched_by"][0]) for k in gemms} == {"matmul"}  # aten::mm
+        assert {mfu.categorize_op(k["launched_by"][0]) for k in attn} == {"attention (SDPA)"}
+        if run["compile"]:  # Inductor's fusions are launched under their own triton_* name
+            assert any(k["kernel"].startswith("triton_") for k in run["kernels"])

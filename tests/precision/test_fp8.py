@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from labkit.precision import fp8
-
 from labkit.runtime import hardware
+
+
 def test_fp8_chips_come_from_the_spec_table() -> None:
     chips = fp8.fp8_chips()
     assert {"NVIDIA H100 SXM", "NVIDIA H200 SXM", "NVIDIA L4"} <= set(chips)

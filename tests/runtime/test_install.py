@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from labkit.runtime import install
+
 ROOT = Path(__file__).resolve().parents[2]
 COLAB = {"python": "3.12.11", "torch": "2.8.0+cu126", "jax": "0.7.2", "jaxlib": "0.7.2", "numpy": "2.0.2"}
 

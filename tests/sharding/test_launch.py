@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from labkit.sharding import launch
+
 ROOT = Path(__file__).resolve().parents[2]
 CFG = {"vocab_size": 256, "seq_len": 16, "n_layer": 1, "n_head": 8, "d_model": 32}
 
