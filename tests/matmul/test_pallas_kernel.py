@@ -11,12 +11,9 @@ import numpy as np
 import pytest
 
 
+from labkit.matmul.kernel_check import rel_err  # max |C - A@B| / max |A@B| against float64
+
 TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2}
-
-
-def rel_err(c, a, b) -> float:
-    ref = np.asarray(a, np.float64) @ np.asarray(b, np.float64)
-    return float(np.abs(np.asarray(c, np.float64) - ref).max() / np.abs(ref).max())
 
 
 jnp = pytest.importorskip("jax.numpy")
