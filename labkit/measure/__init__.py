@@ -5,7 +5,8 @@ Used by every lab topic; imports only the runtime and the shared GPT.
 Modules:
 
 - ``bench``     timing asynchronous accelerator work: warm-up, repeats, one reporting rule
-- ``roofline``  measured matmul peak and memory bandwidth; where ops land on the roofline
+- ``roofline``  measured matmul peak, memory bandwidth and per-call overhead; what bounds each op
+- ``roofline_plots``  Lab 00's pictures: the matmul sweep, this device's roofline, measured vs spec, chips
 - ``flops``     FLOPs of a GPT step: closed form and as XLA and torch count them
 - ``mfu``       model FLOPs utilization over a named peak; the per-op time breakdown
 - ``plots``     Lab 02's pictures: timing mistakes, MFU sweeps, where the step's time goes, training curves

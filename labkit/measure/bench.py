@@ -7,6 +7,11 @@ median and spread, and (4) can feed fresh inputs each repeat so caches and resul
 not flatter the number. All three frameworks (JAX, torch CUDA, torch-xla) go through
 :func:`time_fn`; they differ only in the ``sync`` function, which comes from
 :mod:`labkit.runtime.device`.
+
+The timing rule, the one every lab and benchmark reports by (:data:`TIMING_RULE`): a figure --
+a time, a TFLOP/s, an MFU, a tokens/s, a measured peak -- comes from the *median* timed repeat.
+The fastest and slowest repeats appear only as the spread beside it, never as the figure, so the
+same op timed in two labs gives the same number.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ T = TypeVar("T")
 
 MIN_WINDOW_S = 0.02  # calls=None: a timed repeat lasts at least this long (s), so a sync's ~10-100 us is noise
 MAX_CALLS = 100  # ... with at most this many back-to-back calls per repeat
+TIMING_RULE = ("median of the timed repeats, after warm-up, with a device sync and fresh inputs; "
+               "the fastest and slowest repeats are shown only as the spread")
 
 
 @dataclass(frozen=True)

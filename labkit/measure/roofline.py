@@ -2,7 +2,12 @@
 
 A roofline says the best FLOP/s an op can reach is ``min(peak, intensity * bandwidth)``
 where intensity is FLOPs per byte moved to and from memory. Ops left of the ridge point
-(``peak / bandwidth``) are memory-bound; right of it, compute-bound.
+(``peak / bandwidth``) are memory-bound; right of it, compute-bound; an op far below both roofs
+is bound by neither but by fixed per-call costs (:func:`bound_by`).
+
+The roof must bound every op, so the bandwidth is the best of several probes (:func:`bandwidth_probes`):
+a read-only reduction (HBM reads faster than it mixes reads and writes, and batch-1 matvecs are
+read-dominated) and a read+write stream, in JAX and torch.
 """
 
 from __future__ import annotations
@@ -37,6 +42,28 @@ def ridge_point(peak_flops: float, bandwidth_bytes_per_s: float) -> float:
 def attainable(intensity: float | np.ndarray, peak_flops: float, bandwidth_bytes_per_s: float) -> Any:
     """Roofline ceiling in FLOP/s at a given intensity in FLOP/byte (Lab 00)."""
     return np.minimum(peak_flops, np.asarray(intensity) * bandwidth_bytes_per_s)
+
+
+def roofline_time(flops: float, nbytes: float, peak_flops: float, bandwidth_bytes_per_s: float) -> float:
+    """Best-case seconds of an op on a roofline: max(FLOPs / peak, bytes / bandwidth) (Lab 00)."""
+    return max(flops / peak_flops, nbytes / bandwidth_bytes_per_s)
+
+
+def bound_by(flops: float, nbytes: float, peak_flops: float, bandwidth_bytes_per_s: float,
+             overhead_s: float = 0.0) -> str:
+    """"overhead" if the op's roofline time is under the per-call overhead, else "compute" or "memory" (Lab 00).
+
+    Intensity picks the roof an op *would* meet. But every call also pays fixed costs -- framework
+    dispatch, a kernel launch (~5 us on a GPU), the wait for the result -- measured by
+    :func:`call_overhead_jax`. When the op's best-case time is shorter than that, the fixed cost is
+    most of each call and the op lands far below both roofs: neither faster math nor faster memory
+    would help, only more work per call (batching, fusion, CUDA graphs, a bigger jit).
+    """
+    if flops < 0 or nbytes <= 0 or overhead_s < 0:
+        raise ValueError(f"need FLOPs >= 0, bytes > 0 and overhead_s >= 0, got {flops}, {nbytes}, {overhead_s}")
+    if roofline_time(flops, nbytes, peak_flops, bandwidth_bytes_per_s) < overhead_s:
+        return "overhead"
+    return "compute" if flops / nbytes > ridge_point(peak_flops, bandwidth_bytes_per_s) else "memory"
 
 
 @dataclass(frozen=True)
@@ -120,9 +147,31 @@ def stream_jax(n_elements: int, dtype: str = "fp32", repeats: int = 10) -> OpPoi
     dt = _jnp_dtype(dtype)
     f = jax.jit(lambda x: x + 1)
     make = lambda i: (jax.random.normal(jax.random.key(i), (n_elements,), dt),)  # noqa: E731
-    t = time_jax(f, make, repeats=repeats, label=f"jax stream {n_elements} {dtype}")
+    t = time_jax(f, make, repeats=repeats, label=f"jax stream {n_elements} {dtype}", calls=_calls_jax())
     nbytes = 2 * n_elements * BYTES[dtype]  # read x, write y
-    return OpPoint(f"stream {n_elements * BYTES[dtype] / 2**20:.0f} MiB", "jax", dtype, n_elements, nbytes, t)
+    return OpPoint(f"stream {_mib(n_elements, dtype)}", "jax", dtype, n_elements, nbytes, t)
+
+
+def read_jax(n_elements: int, dtype: str = "fp32", repeats: int = 10) -> OpPoint:
+    """Bandwidth probe ``sum(x)`` in JAX: reads every element once, writes one number (Lab 00)."""
+    import jax
+
+    dt = _jnp_dtype(dtype)
+    f = jax.jit(lambda x: x.sum(dtype=jax.numpy.float32))  # fp32 accumulator: the sum itself is not the lesson
+    make = lambda i: (jax.random.normal(jax.random.key(i), (n_elements,), dt),)  # noqa: E731
+    t = time_jax(f, make, repeats=repeats, label=f"jax read {n_elements} {dtype}", calls=_calls_jax())
+    return OpPoint(f"read {_mib(n_elements, dtype)}", "jax", dtype, n_elements, n_elements * BYTES[dtype], t)
+
+
+def _calls_jax() -> int | None:
+    """Back-to-back calls per repeat: sustained on an accelerator, one call on a CPU (see matmul_jax)."""
+    import jax
+
+    return None if jax.devices()[0].platform != "cpu" else 1
+
+
+def _mib(n_elements: int, dtype: str) -> str:
+    return f"{n_elements * BYTES[dtype] / 2**20:.0f} MiB"
 
 
 def add_jax(n_elements: int, repeats: int = 10) -> OpPoint:
@@ -147,6 +196,18 @@ def softmax_jax(rows: int, cols: int, repeats: int = 10) -> OpPoint:
     make = lambda i: (jax.random.normal(jax.random.key(i), (rows, cols)),)  # noqa: E731
     t = time_jax(f, make, repeats=repeats, label="jax softmax")
     return OpPoint("softmax", "jax", "fp32", 5 * rows * cols, 2 * 4 * rows * cols, t)
+
+
+def call_overhead_jax(repeats: int = 10) -> Timing:
+    """Seconds per call of a jitted op with almost no work (x + 1 on 1 float): the fixed cost of a call (Lab 00).
+
+    Timed like every other probe here (same back-to-back rule), so it is the floor under their times.
+    """
+    import jax
+
+    f = jax.jit(lambda x: x + 1)
+    make = lambda i: (jax.numpy.full((1,), float(i)),)  # noqa: E731
+    return time_jax(f, make, repeats=repeats, label="jax call overhead", calls=_calls_jax())
 
 
 # --------------------------------------------------------------------------------------
@@ -191,12 +252,63 @@ def stream_torch(n_elements: int, dtype: str = "fp32", device: Any = "cpu", repe
     """Bandwidth probe ``y = x + 1`` in torch into a preallocated output (Lab 00)."""
     import torch
 
-    dt = _torch_dtype(dtype)
-    out = torch.empty(n_elements, dtype=dt, device=device)
-    make = lambda i: (torch.randn(n_elements, dtype=torch.float32).to(device=device, dtype=dt),)  # noqa: E731
-    t = time_torch(lambda x: torch.add(x, 1, out=out), make, device=device, repeats=repeats, label="torch stream")
+    out = torch.empty(n_elements, dtype=_torch_dtype(dtype), device=device)
+    t = time_torch(lambda x: torch.add(x, 1, out=out), _torch_vector(n_elements, dtype, device), device=device,
+                   repeats=repeats, label="torch stream", calls=_calls_torch(device))
     nbytes = 2 * n_elements * BYTES[dtype]
-    return OpPoint(f"stream {n_elements * BYTES[dtype] / 2**20:.0f} MiB", "torch", dtype, n_elements, nbytes, t)
+    return OpPoint(f"stream {_mib(n_elements, dtype)}", "torch", dtype, n_elements, nbytes, t)
+
+
+def copy_torch(n_elements: int, dtype: str = "fp32", device: Any = "cpu", repeats: int = 10) -> OpPoint:
+    """Device-to-device copy ``out.copy_(x)`` in torch: the copy rate torch itself reaches (Lab 00)."""
+    import torch
+
+    out = torch.empty(n_elements, dtype=_torch_dtype(dtype), device=device)
+    t = time_torch(out.copy_, _torch_vector(n_elements, dtype, device), device=device, repeats=repeats,
+                   label="torch copy", calls=_calls_torch(device))
+    return OpPoint(f"copy {_mib(n_elements, dtype)}", "torch", dtype, 0, 2 * n_elements * BYTES[dtype], t)
+
+
+def read_torch(n_elements: int, dtype: str = "fp32", device: Any = "cpu", repeats: int = 10) -> OpPoint:
+    """Bandwidth probe ``x.sum()`` in torch: reads every element once (Lab 00)."""
+    import torch
+
+    t = time_torch(lambda x: torch.sum(x, dtype=torch.float32), _torch_vector(n_elements, dtype, device),
+                   device=device, repeats=repeats, label="torch read", calls=_calls_torch(device))
+    return OpPoint(f"read {_mib(n_elements, dtype)}", "torch", dtype, n_elements, n_elements * BYTES[dtype], t)
+
+
+def _torch_vector(n_elements: int, dtype: str, device: Any) -> Any:
+    """make_inputs for a probe: a fresh random vector on ``device`` each call, drawn there on CUDA."""
+    import torch
+
+    dt = _torch_dtype(dtype)
+    where = device if torch.device(device).type == "cuda" else "cpu"  # a 1 GiB host randn idles the GPU
+    return lambda i: (torch.randn(n_elements, dtype=torch.float32, device=where).to(device=device, dtype=dt),)
+
+
+def _calls_torch(device: Any) -> int | None:
+    import torch
+
+    return None if torch.device(device).type != "cpu" else 1
+
+
+def bandwidth_probes(n_elements: int, dtype: str = "fp32", torch_device: Any = None,
+                     repeats: int = 10) -> list[OpPoint]:
+    """Read-only and read+write probes in JAX (and torch on ``torch_device``); the roof is their best (Lab 00)."""
+    pts = [read_jax(n_elements, dtype, repeats), stream_jax(n_elements, dtype, repeats)]
+    if torch_device is not None:
+        pts += [read_torch(n_elements, dtype, torch_device, repeats),
+                stream_torch(n_elements, dtype, torch_device, repeats),
+                copy_torch(n_elements, dtype, torch_device, repeats)]
+    return pts
+
+
+def measured_bandwidth(points: Sequence[OpPoint]) -> float:
+    """The best bytes/s over bandwidth probes, each at its median time (Lab 00)."""
+    if not points:
+        raise ValueError("no bandwidth probes to choose from; run bandwidth_probes first")
+    return max(p.bytes_per_s for p in points)
 
 
 # --------------------------------------------------------------------------------------
@@ -224,35 +336,3 @@ def best(points: Sequence[OpPoint]) -> OpPoint:
     if not points:
         raise ValueError("no measurements to choose from")
     return max(points, key=lambda p: p.flops_per_s)
-
-
-def plot_roofline(
-    peak_flops: float,
-    bandwidth: float,
-    ops: Sequence[OpPoint] = (),
-    spec_peak_flops: float | None = None,
-    spec_bandwidth: float | None = None,
-    title: str = "",
-    ax: Any = None,
-) -> Any:
-    """Log-log roofline: measured ceiling, spec ceiling (dashed) and ops as points (Lab 00)."""
-    import matplotlib.pyplot as plt
-
-    ax = ax or plt.subplots(figsize=(7, 4.5))[1]
-    lo = min([0.05] + [p.intensity / 3 for p in ops])
-    hi = max([ridge_point(peak_flops, bandwidth) * 30] + [p.intensity * 3 for p in ops])
-    x = np.logspace(np.log10(lo), np.log10(hi), 200)
-    ax.loglog(x, attainable(x, peak_flops, bandwidth) / 1e12, "k-", label="measured roofline")
-    if spec_peak_flops and spec_bandwidth:
-        ax.loglog(x, attainable(x, spec_peak_flops, spec_bandwidth) / 1e12, "k--", alpha=0.5, label="spec sheet")
-    r = ridge_point(peak_flops, bandwidth)
-    ax.axvline(r, color="grey", lw=0.8, ls=":")
-    ax.annotate(f"ridge {r:.0f} FLOP/B", (r, peak_flops / 1e12), textcoords="offset points", xytext=(5, -14), fontsize=8)
-    for p in ops:
-        ax.loglog(p.intensity, p.flops_per_s / 1e12, "o", label=f"{p.name} ({p.framework}, {p.dtype})")
-    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
-    ax.set_ylabel("TFLOP/s")
-    ax.set_title(title or "roofline")
-    ax.legend(fontsize=7, loc="lower right")
-    ax.grid(True, which="both", alpha=0.2)
-    return ax

@@ -1,0 +1,113 @@
+"""Lab 00's pictures: the matmul sweep, this device's roofline, measured vs spec, the learner chips.
+
+One function per picture; each takes what its cell measured and returns the Figure, titled from
+those numbers (never a sentence fixed in advance). The cell keeps the assertions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+from labkit.measure.roofline import OpPoint, attainable, bound_by, ridge_point
+
+
+def _size(p: OpPoint) -> int:
+    """n of a square "matmul n x n x n" point."""
+    return int(p.name.split()[1].split("x")[0])
+
+
+def plot_matmul_sweep(sweeps: Mapping[tuple[str, str], Sequence[OpPoint]], chip: str,
+                      spec_peak_flops: float | None = None, spec_dtype: str = "") -> Figure:
+    """Achieved TFLOP/s against square matmul size, per (framework, dtype); spec peak dotted (Lab 00)."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for (fw, dt), pts in sweeps.items():
+        ax.plot([_size(p) for p in pts], [p.flops_per_s / 1e12 for p in pts], "o-" if fw == "jax" else "s--",
+                label=f"{fw} {dt}")
+    if spec_peak_flops:
+        ax.axhline(spec_peak_flops / 1e12, color="k", ls=":", label=f"spec {spec_dtype} peak")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("matrix size n  (n x n @ n x n)")
+    ax.set_ylabel("TFLOP/s (median repeat)")
+    pts = [p for ps in sweeps.values() for p in ps]
+    best = max(pts, key=lambda p: p.flops_per_s)
+    small = min(pts, key=_size)
+    small_best = max((p for p in pts if _size(p) == _size(small)), key=lambda p: p.flops_per_s)
+    ax.set_title(f"{chip}: n={_size(small)} reaches {small_best.flops_per_s / best.flops_per_s:.0%} "
+                 f"of the best ({best.framework} {best.dtype}, n={_size(best)})")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_roofline(peak_flops: float, bandwidth: float, ops: Sequence[OpPoint] = (),
+                  spec_peak_flops: float | None = None, spec_bandwidth: float | None = None,
+                  chip: str = "", overhead_s: float = 0.0, ax: Any = None) -> Any:
+    """Log-log roofline: measured ceiling, spec ceiling (dashed), ops as points; title = each op's bound (Lab 00)."""
+    ax = ax or plt.subplots(figsize=(7, 4.5))[1]
+    lo = min([0.05] + [p.intensity / 3 for p in ops])
+    hi = max([ridge_point(peak_flops, bandwidth) * 30] + [p.intensity * 3 for p in ops])
+    x = np.logspace(np.log10(lo), np.log10(hi), 200)
+    ax.loglog(x, attainable(x, peak_flops, bandwidth) / 1e12, "k-", label="measured roofline")
+    if spec_peak_flops and spec_bandwidth:
+        ax.loglog(x, attainable(x, spec_peak_flops, spec_bandwidth) / 1e12, "k--", alpha=0.5, label="spec sheet")
+    r = ridge_point(peak_flops, bandwidth)
+    ax.axvline(r, color="grey", lw=0.8, ls=":")
+    ax.annotate(f"ridge {r:.0f} FLOP/B", (r, peak_flops / 1e12), textcoords="offset points", xytext=(5, -14), fontsize=8)
+    groups: dict[str, list[str]] = {}
+    for p in ops:
+        kind = bound_by(p.flops, p.bytes, peak_flops, bandwidth, overhead_s)
+        groups.setdefault(kind, []).append(p.name)
+        ax.loglog(p.intensity, p.flops_per_s / 1e12, "o", label=f"{p.name} ({p.framework}, {p.dtype}): {kind}")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title((f"{chip}: " if chip else "") + "; ".join(f"{k}-bound: {', '.join(v)}" for k, v in groups.items()),
+                 fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(True, which="both", alpha=0.2)
+    return ax
+
+
+def plot_measured_vs_spec(rows: Sequence[Mapping[str, Any]]) -> Figure:
+    """Bars of measured figures, spec as a dashed outline; rows have figure, measured, spec (Lab 00)."""
+    fig, ax = plt.subplots(figsize=(6, 3))
+    labels = [r["figure"] for r in rows]
+    ax.bar(labels, [r["measured"] for r in rows], label="measured")
+    has_spec = any(r.get("spec") for r in rows)
+    if has_spec:
+        ax.bar(labels, [r.get("spec") or 0 for r in rows], fill=False, edgecolor="k", ls="--", label="spec")
+        ratios = ", ".join(f"{r['figure']} {r['measured'] / r['spec']:.0%}" for r in rows if r.get("spec"))
+        ax.set_title(f"measured / spec: {ratios}", fontsize=9)
+    else:
+        ax.set_title("measured (no spec for this chip)")
+    ax.set_yscale("log")
+    ax.set_ylabel("TFLOP/s or GB/s")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_chip_rooflines(chips: Sequence[Mapping[str, Any]], peak_flops: float, bandwidth: float,
+                        dtype: str) -> Figure:
+    """Spec rooflines of the learner chips (rows of hardware.table) and this runtime's measured one (Lab 00)."""
+    from labkit.runtime import hardware
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    x = np.logspace(-1, 3.5, 200)
+    ridges = {}
+    for r in chips:
+        s = hardware.lookup(r["name"])
+        dt = r["ridge dtype"]
+        ridges[s.name] = ridge_point(s.peak(dt), s.bandwidth_gbs * 1e9)
+        ax.loglog(x, attainable(x, s.peak(dt), s.bandwidth_gbs * 1e9) / 1e12, label=f"{s.name} ({dt})")
+    ax.loglog(x, attainable(x, peak_flops, bandwidth) / 1e12, "k--", label=f"this runtime (measured, {dtype})")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+    ax.set_ylabel("attainable TFLOP/s")
+    lo, hi = min(ridges, key=ridges.get), max(ridges, key=ridges.get)
+    ax.set_title(f"Ridge points (spec) from {ridges[lo]:.0f} FLOP/B ({lo}) to {ridges[hi]:.0f} ({hi})", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

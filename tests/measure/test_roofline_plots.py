@@ -1,0 +1,65 @@
+"""labkit.measure.roofline_plots (Lab 00): each picture is titled from the numbers it was given."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from labkit.measure import roofline, roofline_plots  # noqa: E402
+from labkit.measure.bench import Timing  # noqa: E402
+from labkit.runtime import hardware  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close() -> None:
+    yield
+    plt.close("all")
+
+
+def _matmul(n: int, seconds: float, fw: str = "jax", dtype: str = "bf16") -> roofline.OpPoint:
+    return roofline.OpPoint(f"matmul {n}x{n}x{n}", fw, dtype, roofline.matmul_flops(n, n, n),
+                            roofline.matmul_bytes(n, n, n, 2), Timing((seconds,) * 3, 1))
+
+
+def test_matmul_sweep_title_compares_smallest_with_best() -> None:
+    # 2 * 1024^3 FLOP in 1 ms = 2.15 TFLOP/s; 2 * 256^3 in 0.1 ms = 0.34 TFLOP/s -> 16%
+    sweeps = {("jax", "bf16"): [_matmul(256, 1e-4), _matmul(1024, 1e-3)], ("torch", "bf16"): [_matmul(256, 2e-4, "torch")]}
+    ax = roofline_plots.plot_matmul_sweep(sweeps, "chip X", 4e12, "bf16").axes[0]
+    assert ax.get_title() == "chip X: n=256 reaches 16% of the best (jax bf16, n=1024)"
+    assert len(ax.get_lines()) == 3  # two sweeps and the spec line
+    assert ax.get_lines()[-1].get_ydata()[0] == pytest.approx(4.0)  # TFLOP/s
+
+
+def test_roofline_draws_ceiling_and_titles_each_ops_bound() -> None:
+    big = _matmul(1024, 1e-3)
+    add = roofline.OpPoint("elementwise add", "jax", "fp32", 1e6, 12e6, Timing((2e-4,) * 3, 1))
+    tiny = _matmul(16, 5e-5)
+    ax = roofline_plots.plot_roofline(2.2e12, 6e10, [big, add, tiny], 4e12, 1e11, chip="chip X", overhead_s=2e-5)
+    x, y = ax.get_lines()[0].get_data()
+    np.testing.assert_allclose(y * 1e12, np.minimum(2.2e12, x * 6e10))
+    assert ax.get_title() == ("chip X: compute-bound: matmul 1024x1024x1024; memory-bound: elementwise add; "
+                              "overhead-bound: matmul 16x16x16")
+    assert ax.get_xscale() == "log"
+
+
+def test_measured_vs_spec_title_gives_ratios() -> None:
+    rows = [{"figure": "matmul bf16 TFLOP/s", "measured": 750.0, "spec": 989.0},
+            {"figure": "bandwidth GB/s", "measured": 2479.0, "spec": 3350.0}]
+    ax = roofline_plots.plot_measured_vs_spec(rows).axes[0]
+    assert ax.get_title() == "measured / spec: matmul bf16 TFLOP/s 76%, bandwidth GB/s 74%"
+    assert len(ax.patches) == 4
+    cpu = roofline_plots.plot_measured_vs_spec([{"figure": "bandwidth GB/s", "measured": 20.0, "spec": None}])
+    assert cpu.axes[0].get_title() == "measured (no spec for this chip)"
+
+
+def test_chip_rooflines_title_spans_the_spec_ridges() -> None:
+    chips = hardware.table(hardware.learner_chips())
+    ridges = {r["name"]: r["ridge FLOP/byte"] for r in chips}
+    ax = roofline_plots.plot_chip_rooflines(chips, 1e12, 2e10, "fp32").axes[0]
+    lo, hi = min(ridges, key=ridges.get), max(ridges, key=ridges.get)
+    assert f"from {ridges[lo]:.0f} FLOP/B" in ax.get_title() and f"to {ridges[hi]:.0f}" in ax.get_title()
+    assert len(ax.get_lines()) == len(chips) + 1
