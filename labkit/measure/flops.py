@@ -37,16 +37,19 @@ class Variant:
     """One named convention for 6N + 12LHQT: which N, and full or causal attention (Lab 02)."""
 
     name: str
-    params: str  # "all" | "non_embedding" | "matmul": which parameters N counts
+    params: str  # "all" | "no_wpe" | "non_embedding" | "matmul": which parameters N counts
     causal: bool  # True: attention term halved (the masked upper triangle is skipped)
     source: str  # who uses this convention
     note: str  # what it over- or under-counts for this (tied-head) model
 
 
 VARIANTS: dict[str, Variant] = {v.name: v for v in (
-    Variant("palm", "all", False, "PaLM Appendix B, N = all parameters (nanoGPT estimate_mfu)",
+    Variant("palm", "all", False, "PaLM Appendix B's 6N + 12LHQT, N = every parameter",
             "embeddings in N: the tied wte's 6·V·d is exactly the head's logits matmul; wpe and "
             "LayerNorm parameters add 6·(seq_len·d + 4·L·d + 2·d) FLOPs no matmul performs"),
+    Variant("nanogpt", "no_wpe", False, "nanoGPT estimate_mfu (N = get_num_params(): all but wpe)",
+            "N = every parameter but the position embedding wpe: 6·seq_len·d per token below palm; "
+            "the tied wte stays in N because it is also the head; estimate_mfu uses T = block_size"),
     Variant("no_embed", "non_embedding", False, "torchtitan (N excludes the embeddings)",
             "wte and wpe out of N (LayerNorms stay in); with a tied head this also drops the "
             "logits matmul, 2·d·V per token forward (torchtitan's head is untied, so it keeps it)"),
@@ -70,15 +73,17 @@ def get_variant(name: str | Variant) -> Variant:
 
 
 def param_count(cfg: GPTConfig, params: str) -> int:
-    """N for a variant's rule: "all", "non_embedding" or "matmul" (weights that multiply) (Lab 02)."""
+    """N for a variant's rule: "all", "no_wpe", "non_embedding" or "matmul" (weights that multiply) (Lab 02)."""
     if params == "all":
         return n_params(cfg, embeddings=True)
+    if params == "no_wpe":  # nanoGPT's get_num_params(non_embedding=True): subtracts wpe only
+        return n_params(cfg, embeddings=True) - cfg.seq_len * cfg.d_model  # wpe is (seq_len, d)
     if params == "non_embedding":
         return n_params(cfg, embeddings=False)  # still holds the LayerNorm parameters
     if params == "matmul":
         d, f = cfg.d_model, cfg.d_ff
         return cfg.n_layer * (4 * d * d + 2 * d * f) + cfg.vocab_size * d  # + tied head (V, d)
-    raise ValueError(f"params rule must be 'all', 'non_embedding' or 'matmul', got {params!r}")
+    raise ValueError(f"params rule must be 'all', 'no_wpe', 'non_embedding' or 'matmul', got {params!r}")
 
 
 def _seq(cfg: GPTConfig, seq: int | None) -> int:
@@ -163,7 +168,7 @@ def hand_count(cfg: GPTConfig, seq: int | None = None, variant: str | Variant = 
     ln = 4 * L * d + 2 * d  # (ln1, ln2) scale + bias per layer, + ln_f
     if v.params == "all":
         rows.append(MatmulCount("(no matmul) wpe + LayerNorm params in N", 1, t, cfg.seq_len * d + ln, 1))
-    elif v.params == "non_embedding":
+    elif v.params in ("non_embedding", "no_wpe"):
         rows.append(MatmulCount("(no matmul) LayerNorm params in N", 1, t, ln, 1))
     return rows
 

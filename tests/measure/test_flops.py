@@ -52,6 +52,21 @@ def test_variants_are_the_published_formulas() -> None:
     ln = 4 * L * d + 2 * d
     assert matmul - flops.flops_per_token(CFG, T, "no_embed") == 6 * (V * d - ln)
     assert flops.flops_per_step(CFG, B, T, "palm") == B * T * flops.flops_per_token(CFG, T, "palm")
+    # nanoGPT's N leaves out wpe only (the tied wte is also the head): 6·wpe below palm, per token.
+    assert flops.flops_per_token(CFG, T, "palm") - flops.flops_per_token(CFG, T, "nanogpt") == 6 * CFG.seq_len * d
+
+
+def test_nanogpt_variant_is_get_num_params_of_the_real_module() -> None:
+    """nanoGPT's estimate_mfu: N = get_num_params() = every parameter tensor minus wpe (model.py)."""
+    from labkit.gpt.torch_model import TorchGPT
+
+    model = TorchGPT(CFG)
+    get_num_params = sum(p.numel() for p in model.parameters()) - model.wpe.weight.numel()
+    L, H, Q = CFG.n_layer, CFG.n_head, CFG.head_dim
+    assert flops.param_count(CFG, "no_wpe") == get_num_params
+    assert flops.flops_per_token(CFG, T, "nanogpt") == 6 * get_num_params + 12 * L * H * Q * T
+    assert sum(p.numel() for p in model.parameters()) == flops.param_count(CFG, "all")  # palm: every tensor
+    assert "nanoGPT" not in flops.VARIANTS["palm"].source  # each convention under its own name
 
 
 def test_hand_count_rows_are_the_forward_matmuls() -> None:
@@ -69,7 +84,7 @@ def test_hardware_flops_full_remat_is_four_thirds() -> None:
 
 
 def test_bad_input_is_refused_clearly() -> None:
-    with pytest.raises(ValueError, match="unknown FLOPs variant 'kaplan'.*palm, no_embed, causal, matmul"):
+    with pytest.raises(ValueError, match="unknown FLOPs variant 'kaplan'.*palm, nanogpt, no_embed, causal, matmul"):
         flops.flops_per_token(CFG, T, "kaplan")
     with pytest.raises(ValueError, match="seq must be in 1..cfg.seq_len=32"):
         flops.flops_per_token(CFG, 33)
