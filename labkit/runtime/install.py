@@ -28,7 +28,7 @@ from labkit.runtime.doctor import SUPPORTED
 # Companions the labs import that a runtime may lack, with the course's minimum version (pip
 # names; the lower bounds of pyproject.toml, checked by a test). jupyterlab/nbval are for maintainers.
 COMPANIONS = {"flax": "0.11", "optax": "0.2.4", "ml_dtypes": "0.5", "matplotlib": "3.8", "papermill": "2.6",
-              "nbformat": "5.9", "tqdm": "4.66", "safetensors": "0.4"}
+              "nbformat": "5.9", "tqdm": "4.66", "safetensors": "0.4", "cryptography": "42"}
 NEEDED = tuple(COMPANIONS)
 # The runtime's own stack: pinned wherever present, never installed, upgraded or downgraded.
 PROTECTED = ("torch", "jax", "jaxlib", "numpy", "torch_xla", "libtpu", "jax_cuda12_plugin", "jax_cuda12_pjrt",
