@@ -12,12 +12,18 @@ It never hangs: a process that dies makes :func:`launch` kill the others at once
 exceeds ``timeout_s`` is killed the same way; a coordinator port already in use is refused
 before anything starts.
 
+It leaves nothing behind: each process runs in its own session, and :class:`ProcessTree` ends
+the whole tree — the processes, everything they started (found by descent, process group,
+session and an inherited tag) — on every exit path, then checks that every one of them is gone.
+The lab runner (``labkit run``) uses the same class for each lab's papermill and kernel.
+
     python -m labkit.sharding.launch --nproc 2 --devices-per-proc 4 -- python -m labkit.sharding.train_step ...
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import socket
@@ -25,9 +31,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from labkit.runtime import device, distributed
 
@@ -91,24 +98,181 @@ def _tail(path: Path, lines: int = 15) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def _stop(procs: Sequence[subprocess.Popen]) -> None:
-    """SIGTERM every still-running process group, then SIGKILL after GRACE_S."""
-    for p in procs:
-        if p.poll() is None:
+TAG_ENV = "LABKIT_PROCESS_TAGS"  # ":"-joined run tags; every descendant inherits them
+_PROC = Path("/proc")
+REAP_WAIT_S = 3.0  # how long to wait for init to reap killed orphans (some containers' init polls every ~2 s)
+
+
+class ProcessesLeftRunning(RuntimeError):
+    """Processes of a run survived SIGKILL (e.g. stuck in the kernel); the message lists them (Lab 03)."""
+
+
+def _table() -> dict[int, tuple[int, int, int, str]]:
+    """{pid: (ppid, pgid, sid, state)} of every visible process: /proc on Linux, else ``ps``."""
+    out: dict[int, tuple[int, int, int, str]] = {}
+    if _PROC.is_dir():
+        for d in _PROC.iterdir():
+            if not d.name.isdigit():
+                continue
             try:
-                os.killpg(p.pid, signal.SIGTERM)
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue  # exited while we looked
+            f = stat[stat.rindex(")") + 2:].split()  # after "(comm)", which may hold spaces
+            out[int(d.name)] = (int(f[1]), int(f[2]), int(f[3]), f[0])
+        return out
+    # macOS / BSD: no sessions in ps's output (its "sess" is a kernel address); groups suffice
+    ps = subprocess.run(["ps", "-A", "-o", "pid=,ppid=,pgid=,state="], capture_output=True, text=True)
+    for line in ps.stdout.splitlines():
+        pid, ppid, pgid, state = line.split()[:4]
+        out[int(pid)] = (int(ppid), int(pgid), int(pgid), state[0])
+    return out
+
+
+def _has_tag(pid: int, tag: str) -> bool:
+    """Whether the process started with ``tag`` in its TAG_ENV (Linux; False where unreadable)."""
+    try:
+        env = (_PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return False
+    for item in env.split(b"\0"):
+        if item.startswith(TAG_ENV.encode() + b"="):
+            return tag.encode() in item.split(b"=", 1)[1].split(b":")
+    return False
+
+
+class ProcessTree:
+    """Every process a run started, ended together and checked gone (Lab 03).
+
+    Start each root with ``env=tree.env(...)`` and ``start_new_session=True``, then
+    :meth:`add` it. A member is a live root, any descendant, any process in a session or group
+    seen among the members, or any process that inherited this tree's tag — so a kernel that
+    jupyter starts in a session of its own, or a grandchild orphaned to init, is still found.
+    """
+
+    def __init__(self) -> None:
+        self.tag = f"labkit-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        self.roots: list[subprocess.Popen] = []
+        self.groups: set[int] = set()  # process-group and session ids seen among the members
+        self.pids: set[int] = set()  # every member ever seen (for the caller's records)
+        # Never ours: this process, its group, its session (the runner must not kill itself).
+        self._mine = {os.getpid(), os.getpgrp(), os.getsid(0)}
+
+    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """``base`` (default os.environ) with this tree's tag added to TAG_ENV (Lab 03)."""
+        env = dict(os.environ if base is None else base)
+        env[TAG_ENV] = ":".join(t for t in (env.get(TAG_ENV, ""), self.tag) if t)
+        return env
+
+    def add(self, proc: subprocess.Popen) -> None:
+        """Follow ``proc`` and everything it starts (Lab 03)."""
+        self.roots.append(proc)
+        self.watch()
+
+    def watch(self) -> set[int]:
+        """The members now, remembering their groups and sessions; call it now and then (Lab 03)."""
+        table = _table()
+        live_roots = {p.pid for p in self.roots if p.poll() is None}  # a reaped pid may be reused
+        members, frontier = set(live_roots), list(live_roots)
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _, _, _) in table.items():
+            children.setdefault(ppid, []).append(pid)
+        while True:
+            while frontier:  # descendants
+                for c in children.get(frontier.pop(), []):
+                    if c not in members:
+                        members.add(c)
+                        frontier.append(c)
+            extra = {pid for pid, (_, pgid, sid, _) in table.items() if pid not in members
+                     and (pgid in self.groups or sid in self.groups or _has_tag(pid, self.tag))}
+            members -= self._mine
+            extra -= self._mine | members
+            for pid in members:
+                _, pgid, sid, _ = table.get(pid, (0, 0, 0, ""))
+                self.groups |= {g for g in (pgid, sid) if g > 1} - self._mine
+            if not extra:
+                break
+            members |= extra  # their descendants, groups and sessions count too
+            frontier = list(extra)
+        members = {pid for pid in members if table.get(pid, (0, 0, 0, "Z"))[3] != "Z"}
+        self.pids |= members
+        return members
+
+    def _signal(self, pids: set[int], sig: int) -> None:
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
-    deadline = time.monotonic() + GRACE_S
-    for p in procs:
-        try:
-            p.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
+
+    def end(self, grace_s: float = 0.0, wait_s: float = 5.0) -> list[int]:
+        """SIGTERM all, wait up to ``grace_s``, freeze and SIGKILL the rest, check all gone (Lab 03).
+
+        Returns every pid ended; raises :class:`ProcessesLeftRunning` if any outlives ``wait_s``.
+        """
+        ended: set[int] = set()
+        if grace_s > 0:
+            members = self.watch()
+            ended |= members
+            self._signal(members, signal.SIGTERM)
+            deadline = time.monotonic() + grace_s
+            while members and time.monotonic() < deadline:
+                time.sleep(0.05)
+                members = self.watch()
+        # Freeze before the kill: a stopped process cannot fork a child we would then miss.
+        stopped: set[int] = set()
+        for _ in range(50):
+            new = self.watch() - stopped
+            if not new:
+                break
+            self._signal(new, signal.SIGSTOP)
+            stopped |= new
+        self._signal(stopped, signal.SIGKILL)
+        for g in self.groups:  # whole groups too: members we could not see (another uid, no /proc)
             try:
-                os.killpg(p.pid, signal.SIGKILL)
+                os.killpg(g, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-            p.wait(timeout=GRACE_S)
+        ended |= stopped
+        for p in self.roots:
+            try:
+                p.wait(timeout=wait_s)  # reap our own children
+            except subprocess.TimeoutExpired:
+                pass
+        now = time.monotonic()
+        deadline, reaped_by = now + wait_s, now + REAP_WAIT_S
+        while True:
+            table = _table()
+            # Gone: no such pid, or a zombie (dead already; init reaps it, given a moment).
+            alive = {pid for pid in ended if table.get(pid, (0, 0, 0, "Z"))[3] != "Z"} | self.watch()
+            if not alive:
+                if not any(pid in table for pid in ended) or time.monotonic() > reaped_by:
+                    return sorted(ended)
+            elif time.monotonic() > deadline:
+                raise ProcessesLeftRunning(
+                    f"process(es) {sorted(alive)} survived SIGKILL for {wait_s:.0f} s (stuck in an "
+                    f"uninterruptible system call?); end them by hand: kill -9 {' '.join(map(str, sorted(alive)))}")
+            self._signal(alive, signal.SIGKILL)
+            time.sleep(0.02)
+
+
+def check_launch_args(nproc: Any, devices_per_proc: Any, timeout_s: Any, port: Any) -> None:
+    """ValueError / TypeError naming a bad :func:`launch` argument and the fix (Lab 03)."""
+    for name, v in (("nproc", nproc), ("devices_per_proc", devices_per_proc)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"{name} must be an int >= 1, got {v!r} ({type(v).__name__})")
+        if v < 1:
+            raise ValueError(f"{name} must be >= 1, got {v}; use e.g. {name}=2")
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
+        raise TypeError(f"timeout_s must be a number of seconds, got {timeout_s!r} ({type(timeout_s).__name__})")
+    if not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise ValueError(f"timeout_s must be a finite number of seconds > 0, got {timeout_s!r}; "
+                         f"use e.g. timeout_s=120 (a NaN or infinite limit would never stop a hung run)")
+    if port is not None:
+        if isinstance(port, bool) or not isinstance(port, int):
+            raise TypeError(f"port must be an int in [0, 65535] or None, got {port!r} ({type(port).__name__})")
+        if not 0 <= port <= 65535:
+            raise ValueError(f"port must be in [0, 65535] (0 or None picks a free one), got {port}")
 
 
 def _describe(code: int) -> str:
@@ -124,16 +288,14 @@ def launch(cmd: Sequence[str], nproc: int = 2, devices_per_proc: int = 4,
            timeout_s: float = 120.0, port: int | None = None,
            env: dict[str, str] | None = None, cwd: str | None = None) -> LaunchResult:
     """(Lab 03) Run ``cmd`` as nproc processes on 127.0.0.1; fail fast, never hang."""
-    if nproc < 1 or devices_per_proc < 1:
-        raise ValueError(f"need nproc >= 1 and devices_per_proc >= 1, got {nproc}, {devices_per_proc}")
-    if timeout_s <= 0:
-        raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+    check_launch_args(nproc, devices_per_proc, timeout_s, port)
     if port is None or port == 0:
         port = free_port()
     check_port(port)
     logdir = Path(tempfile.mkdtemp(prefix="labkit-launch-"))
     logs = [logdir / f"process{r}.log" for r in range(nproc)]
     procs: list[subprocess.Popen] = []
+    tree = ProcessTree()  # every worker and all it starts, ended together on every exit path
     t0 = time.monotonic()
     try:
         for r in range(nproc):
@@ -141,16 +303,17 @@ def launch(cmd: Sequence[str], nproc: int = 2, devices_per_proc: int = 4,
                 try:
                     procs.append(subprocess.Popen(
                         list(cmd), stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
-                        env=process_env(r, nproc, port, devices_per_proc, env),
-                        start_new_session=True))  # own process group: we can kill its children
+                        env=tree.env(process_env(r, nproc, port, devices_per_proc, env)),
+                        start_new_session=True))  # own session and group: killed as a group
                 except OSError as e:
                     raise LaunchError(f"could not start process {r}: {' '.join(cmd)!r}: {e}") from None
+                tree.add(procs[-1])
         while True:
             codes = [p.poll() for p in procs]
             failed = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
             if failed:
                 r, c = failed[0]
-                _stop(procs)
+                tree.end(GRACE_S)  # the dead worker's children too, not only the live workers
                 raise LaunchError(
                     f"process {r} of {nproc} died ({_describe(c)}) after "
                     f"{time.monotonic() - t0:.1f} s; stopped the others. Its last output:\n"
@@ -159,7 +322,7 @@ def launch(cmd: Sequence[str], nproc: int = 2, devices_per_proc: int = 4,
                 break
             if time.monotonic() - t0 > timeout_s:
                 running = [r for r, c in enumerate(codes) if c is None]
-                _stop(procs)
+                tree.end(GRACE_S)
                 raise LaunchError(
                     f"timed out after {timeout_s:.0f} s with process(es) {running} still running "
                     f"(stopped). Last output of process {running[0]}:\n{_tail(logs[running[0]])}")
@@ -167,7 +330,7 @@ def launch(cmd: Sequence[str], nproc: int = 2, devices_per_proc: int = 4,
         outputs = tuple(p.read_text(errors="replace") for p in logs)
         return LaunchResult(tuple(codes), outputs, time.monotonic() - t0, port)
     finally:
-        _stop(procs)  # covers KeyboardInterrupt in a notebook: nothing is left running
+        tree.end(GRACE_S)  # every exit path (success, KeyboardInterrupt): nothing left running
         for p in logs:
             p.unlink(missing_ok=True)
         logdir.rmdir()
@@ -189,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     opts = ap.parse_args(argv[:split])
     try:
         res = launch(argv[split + 1:], opts.nproc, opts.devices_per_proc, opts.timeout, opts.port)
+    except (ValueError, TypeError) as e:  # a bad --nproc / --timeout / --port
+        print(f"labkit.sharding.launch: {e}", file=sys.stderr)
+        return 2
     except LaunchError as e:
         print(f"labkit.sharding.launch: {e}", file=sys.stderr)
         return 1

@@ -7,6 +7,7 @@ shows up as a quick failure, never as a hung test run.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import time
@@ -114,3 +115,96 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_a_missing_program_is_a_launch_error() -> None:
     with pytest.raises(launch.LaunchError, match="could not start process 0"):
         launch.launch(["/no/such/program"], nproc=2, timeout_s=10)
+
+
+# ------------------------------------------------------------------ no process outlives a launch
+
+_SPAWNER = (
+    "import os, subprocess, sys, time\n"
+    "rank = os.environ['LABKIT_PROCESS_ID']\n"
+    "kids = [subprocess.Popen(['sleep', '600']),  # same group as the worker\n"
+    "        subprocess.Popen(['sleep', '600'], start_new_session=True)]  # escapes the group\n"
+    "with open(os.path.join(sys.argv[1], f'pids{{rank}}'), 'w') as f:\n"
+    "    f.write(' '.join(str(p) for p in [os.getpid()] + [k.pid for k in kids]))\n"
+    "print('children started', flush=True)\n"
+    "{action}\n"
+)
+
+
+def _pids(d: Path, nproc: int) -> list[int]:
+    deadline = time.monotonic() + 5
+    while len(list(d.glob("pids*"))) < nproc and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [int(p) for f in sorted(d.glob("pids*")) for p in f.read_text().split()]
+
+
+def assert_gone(pids: list[int]) -> None:
+    assert pids, "the test workers recorded no pids"
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def _spawner(tmp_path: Path, action: str) -> list[str]:
+    script = tmp_path / "spawner.py"
+    script.write_text(_SPAWNER.format(action=action))
+    return [sys.executable, str(script), str(tmp_path)]
+
+
+def test_a_crashed_worker_takes_its_children_with_it(tmp_path: Path) -> None:
+    # rank 1 dies after starting two sleeps; rank 0 hangs: every one of the six must be gone
+    cmd = _spawner(tmp_path, "time.sleep(0.5)\nif rank == '1': os._exit(7)\ntime.sleep(600)")
+    t0 = time.monotonic()
+    with pytest.raises(launch.LaunchError, match=r"process 1 of 2 died \(exit code 7\)"):
+        launch.launch(cmd, nproc=2, timeout_s=30)
+    assert time.monotonic() - t0 < 15
+    assert_gone(_pids(tmp_path, 2))
+
+
+def test_a_timeout_ends_the_whole_tree(tmp_path: Path) -> None:
+    with pytest.raises(launch.LaunchError, match="timed out"):
+        launch.launch(_spawner(tmp_path, "time.sleep(600)"), nproc=2, timeout_s=2)
+    assert_gone(_pids(tmp_path, 2))
+
+
+def test_children_left_by_a_successful_run_are_ended(tmp_path: Path) -> None:
+    res = launch.launch(_spawner(tmp_path, "pass"), nproc=1, timeout_s=30)
+    assert res.returncodes == (0,)
+    assert_gone(_pids(tmp_path, 1))
+
+
+def test_process_tree_finds_orphans_by_tag(tmp_path: Path) -> None:
+    # A double fork: the grandchild is orphaned to init in a session of its own, found by its tag.
+    import subprocess
+
+    tree = launch.ProcessTree()
+    pidfile = tmp_path / "pid"
+    code = ("import subprocess, sys\n"
+            f"p = subprocess.Popen(['sleep', '600'], start_new_session=True)\n"
+            f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], env=tree.env(), start_new_session=True)
+    tree.add(proc)
+    proc.wait(timeout=30)
+    orphan = int(pidfile.read_text())
+    assert orphan in tree.watch()
+    ended = tree.end()
+    assert orphan in ended
+    assert_gone([orphan, proc.pid])
+
+
+@pytest.mark.parametrize(("kwargs", "err", "match"), [
+    ({"timeout_s": float("nan")}, ValueError, r"timeout_s .*nan"),
+    ({"timeout_s": float("inf")}, ValueError, r"timeout_s .*inf"),
+    ({"timeout_s": 0}, ValueError, r"timeout_s .*got 0"),
+    ({"timeout_s": -5}, ValueError, r"timeout_s .*-5"),
+    ({"timeout_s": "10"}, TypeError, r"timeout_s"),
+    ({"port": -1}, ValueError, r"port must be in \[0, 65535\].*-1"),
+    ({"port": 70000}, ValueError, r"port .*70000"),
+    ({"port": 1.5}, TypeError, r"port"),
+    ({"nproc": 0}, ValueError, r"nproc must be >= 1, got 0"),
+    ({"nproc": 2.0}, TypeError, r"nproc"),
+    ({"devices_per_proc": -1}, ValueError, r"devices_per_proc"),
+])
+def test_bad_arguments_are_refused_before_anything_starts(kwargs: dict, err: type, match: str) -> None:
+    with pytest.raises(err, match=match):
+        launch.launch([sys.executable, "-c", "pass"], **kwargs)
