@@ -8,7 +8,8 @@ Modules:
 - ``runner``       `labkit run`: execute labs headless with papermill, write the run report
 - ``report``       `record(key, value)`: a lab's key numbers, collected into the run report
 - ``report_html``  report.html: one self-contained page per run
-- ``profile``      PROFILE "auto" -> "smoke" or "full"
+- ``profile``      PROFILE "auto" -> "smoke" or "full", from the chip's memory, with the reason
+- ``peaks``        every lab records its peak memory per device after each cell
 - ``tables``       show a list of row dicts as a table
 - ``check``        exercise checks: compare an answer to a reference, with a hint
 - ``exercises``    one module of self-checking exercises per lab

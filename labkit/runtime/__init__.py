@@ -12,4 +12,6 @@ Modules:
 - ``install``     Colab/Kaggle bootstrap: add missing companions, never touch the runtime's torch/jax
 - ``bootstrap``   `labkit.setup()`, the first cell of every lab
 - ``doctor``      `labkit doctor`: where this runtime stands against the supported ranges
+- ``emulate``     `LABKIT_EMULATE=t4`: a smaller GPU's memory cap, bf16 and specs on a bigger GPU
+- ``memory``      peak memory of this process per device (JAX, torch, host)
 """

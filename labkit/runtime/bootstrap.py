@@ -25,6 +25,10 @@ def setup(cpu_devices: int | None = None, quiet: bool = False) -> Runtime:
     device.simulate_devices(n)
     again = _runtime is not None
     _runtime = device.detect()
+    if _runtime.emulated_on and _runtime.torch_device == "cuda":
+        from labkit.runtime import emulate
+
+        emulate.cap_torch_memory()  # JAX's cap was set before it started (device.simulate_devices)
     if not quiet:
         rt = _runtime
         mem = f", {rt.memory_bytes / 2**30:.0f} GiB" if rt.memory_bytes else ""
@@ -34,6 +38,9 @@ def setup(cpu_devices: int | None = None, quiet: bool = False) -> Runtime:
             f"{rt.device_count} x {rt.chip}{mem}; bf16 native: {'yes' if rt.bf16 else 'no'}; "
             f"torch device: {rt.torch_device}{sim if rt.platform != 'cpu' else ''}"
         )
+        if rt.emulated_on:
+            print(f"emulating a {rt.chip} on this {rt.emulated_on} ($LABKIT_EMULATE): its memory "
+                  f"({rt.memory_bytes / 1e9:.0f} GB) and bf16 support, not its speed")
         if rt.platform != "cpu" and rt.device_count == 1:
             print(f"one {rt.platform.upper()} here: Lab 03 (sharding) runs its meshes on the {rt.cpu_devices} "
                   "simulated CPU devices; the other labs use the accelerator.")

@@ -2,8 +2,8 @@
 
 Everything that differs between a laptop CPU, a Colab/Kaggle GPU and a TPU lives here:
 detecting the chip, simulating several CPU devices for sharding labs, picking the torch
-device, and the torch-xla guard. No labkit module outside `labkit.runtime` imports ``torch_xla`` or touches
-``XLA_FLAGS`` / ``XLA_PYTHON_CLIENT_*``.
+device, and the torch-xla guard. No labkit module but this one imports ``torch_xla`` or touches ``XLA_FLAGS`` /
+``XLA_PYTHON_CLIENT_*`` (:mod:`labkit.runtime.emulate` sets the memory fraction, for this module).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import platform
 import sys
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterator
+
+from labkit.runtime import emulate
 
 # How many CPU devices labs simulate when no multi-device accelerator is present. Sharding
 # labs build an 8-device mesh (a TPU v5e-8 / 8-GPU node) so 8 is the course default.
@@ -35,6 +37,7 @@ class Runtime:
     host: str  # "local" | "colab" | "kaggle"
     torch_device: str  # what torch work should use: "cuda", "xla", "mps" or "cpu"
     cpu_devices: int  # CPU devices JAX sees (simulated mesh size on any runtime)
+    emulated_on: str | None = None  # the real chip when $LABKIT_EMULATE makes this one look smaller
 
     def as_dict(self) -> dict[str, Any]:
         """Plain dict for reports (Lab 00)."""
@@ -73,15 +76,15 @@ def simulate_devices(n: int = DEFAULT_CPU_DEVICES) -> int:
         if have == n:
             return n  # already set up exactly as asked (e.g. setup() ran twice)
         raise RuntimeError(
-            f"JAX has already initialised its backends with {have} CPU device(s), so it cannot "
-            f"switch to {n}. Device counts are fixed the first time JAX runs anything. Restart "
-            f"the kernel (or the Python process) and call labkit.setup() / "
-            f"labkit.runtime.device.simulate_devices({n}) before any other JAX code."
+            f"JAX has already initialised its backends with {have} CPU device(s), so it cannot switch to {n}. "
+            f"Device counts are fixed the first time JAX runs anything. Restart the kernel (or the Python "
+            f"process) and call labkit.setup() / labkit.runtime.device.simulate_devices({n}) before any other JAX code."
         )
     # Also for torch-xla on CPU (PJRT_DEVICE=CPU): same device count for both frameworks.
     os.environ.setdefault("CPU_NUM_DEVICES", str(n))
     # Don't let JAX grab 75% of GPU memory up front: labs run torch in the same process.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    emulate.cap_jax_memory()  # $LABKIT_EMULATE: JAX reads its memory cap once, when it starts the GPU
     import jax
 
     try:
@@ -198,7 +201,7 @@ def detect() -> Runtime:
             memory = int(torch.cuda.get_device_properties(0).total_memory)
     else:  # TPU: every generation has bf16 MXUs
         chip, bf16 = first.device_kind, True
-    return Runtime(
+    return emulate.apply(Runtime(  # $LABKIT_EMULATE: look like the emulated chip
         platform=plat,
         chip=chip,
         device_count=len(devices),
@@ -208,7 +211,7 @@ def detect() -> Runtime:
         host=detect_host(),
         torch_device=torch_device_kind(),
         cpu_devices=len(jax.devices("cpu")),
-    )
+    ))
 
 
 # --------------------------------------------------------------------------------------

@@ -102,12 +102,12 @@ def test_xla_device_without_torch_xla_says_how_to_install(monkeypatch: pytest.Mo
 def test_only_device_module_touches_xla_flags_and_torch_xla(root) -> None:
     offenders = []
     for p in (root / "labkit").rglob("*.py"):
-        if p.name == "device.py":
+        if p.parent.name == "runtime" and p.name in ("device.py", "emulate.py"):  # emulate: the memory cap
             continue
         text = p.read_text()
         if "XLA_FLAGS" in text or "import torch_xla" in text or "XLA_PYTHON_CLIENT" in text:
             offenders.append(p.name)
-    assert offenders == [], f"runtime details outside labkit.runtime.device: {offenders}"
+    assert offenders == [], f"runtime details outside labkit.runtime.device/emulate: {offenders}"
 
 
 def test_cpu_name_is_nonempty() -> None:
