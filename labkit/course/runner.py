@@ -2,18 +2,22 @@
 
 Each lab runs in its own process (papermill + a fresh kernel), under a per-lab wall-clock
 timeout, with ``$LABKIT_METRICS_FILE`` pointing at a file where ``labkit.record`` writes.
-Afterwards the executed notebook is scanned for the failing cell, and everything goes
-into ``report.json`` and ``report.html`` in the output directory.
+Papermill, the kernel (which jupyter starts in a session of its own) and everything the lab
+starts are one :class:`labkit.sharding.launch.ProcessTree`: ended together after the lab,
+whether it passed, failed or timed out, and checked gone. Afterwards the executed notebook is
+scanned for the failing cell (or, when no cell ran, papermill's own exception), and everything
+goes into ``report.json`` and ``report.html`` in the output directory.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
-import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,14 +25,47 @@ from typing import Any
 
 from labkit.runtime import versions
 from labkit.course.report import METRICS_ENV, read_metrics
+from labkit.sharding.launch import ProcessTree
 
 PROFILES = ("auto", "smoke", "full")
 DEFAULT_TIMEOUT_S = 1800  # per lab; the smoke profile of every lab takes a few minutes at most
+WATCH_S = 1.0  # how often the runner looks for new processes of a running lab
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# The last line of a Python traceback: "pkg.mod.SomeError: message" (or just the name).
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Kernel|Warning)\w*)(?::\s?(.*))?$")
+NO_CELL = "none (papermill stopped before the first cell)"
 
 
 class LabNotFound(LookupError):
     """Raised when a lab name matches no notebook in labs/ (Lab 00)."""
+
+
+class AmbiguousLab(LabNotFound):
+    """Raised when a lab name matches more than one notebook; the message lists them (Lab 00)."""
+
+
+def check_timeout(timeout_s: object) -> float:
+    """The per-lab timeout as a float; TypeError / ValueError naming the value otherwise (Lab 00)."""
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
+        raise TypeError(f"timeout_s (--timeout) must be a number of seconds, got {timeout_s!r} "
+                        f"({type(timeout_s).__name__})")
+    if not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise ValueError(f"timeout_s (--timeout) must be a finite number of seconds > 0, got "
+                         f"{timeout_s!r}; pass e.g. --timeout {DEFAULT_TIMEOUT_S} (the default), or "
+                         f"a larger finite value for a slow runtime")
+    return float(timeout_s)
+
+
+def prepare_out_dir(out_dir: str | Path, flag: str = "--out") -> Path:
+    """Create the output folder; a clear NotADirectoryError if it (or a parent) is a file (Lab 00)."""
+    out = Path(out_dir)
+    for p in (out, *out.parents):
+        if p.exists() and not p.is_dir():
+            raise NotADirectoryError(
+                f"{flag} {out}: {p} is a file, not a folder. Pass a folder path (it is created if "
+                f"missing), e.g. {flag} build/run, or move the file {p} away.")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 @dataclass
@@ -77,27 +114,36 @@ def resolve_labs(names: list[str], directory: Path | None = None) -> list[Path]:
             if key in (p.stem.lower(), p.stem[:2], p.stem.split("_", 1)[1].lower())
             or (key.isdigit() and int(key) == int(p.stem[:2]))
         ]
-        if len(hits) != 1:
+        if len(hits) > 1:
+            raise AmbiguousLab(f"ambiguous lab name {name!r}: it matches {', '.join(p.stem for p in hits)}; "
+                               f"pass the full name, e.g. {hits[0].stem}")
+        if not hits:
             listing = ", ".join(p.stem for p in labs) or "(none)"
             raise LabNotFound(f"unknown lab {name!r}; available labs: {listing}")
         chosen.append(hits[0])
     return chosen
 
 
+def _code_cells(nb: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    """(number, cell) of each code cell as the learner counts them in the stored notebook."""
+    cells = [c for c in nb.get("cells", []) if c.get("cell_type") == "code"
+             and "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
+    return [(i + 1, c) for i, c in enumerate(cells)]
+
+
+def _source(cell: dict[str, Any]) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
 def _first_error(nb: dict[str, Any]) -> dict[str, Any] | None:
     """The first cell whose output is an error: its code-cell number, source and traceback (Lab 00)."""
-    code_index = 0
-    for cell in nb.get("cells", []):
-        tags = cell.get("metadata", {}).get("tags", [])
-        if cell.get("cell_type") != "code" or "injected-parameters" in tags:
-            continue  # count code cells as the learner sees them in the stored notebook
-        code_index += 1
+    for number, cell in _code_cells(nb):
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
-                src = cell.get("source", "")
                 return {
-                    "cell": code_index,
-                    "source": "".join(src) if isinstance(src, list) else src,
+                    "cell": number,
+                    "source": _source(cell),
                     "ename": out.get("ename", ""),
                     "evalue": out.get("evalue", ""),
                     "traceback": _ANSI.sub("", "\n".join(out.get("traceback", []))),
@@ -105,38 +151,89 @@ def _first_error(nb: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _last_started(nb: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    """The last code cell papermill started: where a lab that hung or whose kernel died stopped."""
+    started = [(n, c) for n, c in _code_cells(nb)
+               if c.get("metadata", {}).get("papermill", {}).get("start_time")]
+    return started[-1] if started else None
+
+
+def exception_from_log(log: str) -> tuple[str, str] | None:
+    """(name, message) of the last Python exception in a log, e.g. papermill's own (Lab 00)."""
+    lines = log.splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        m = _EXC_LINE.match(lines[i].rstrip())
+        if m and any("Traceback (most recent call last)" in x for x in lines[:i]):
+            return m.group(1).rsplit(".", 1)[-1], (m.group(2) or "").strip()
+    return None
+
+
+def describe_failure(nb: dict[str, Any], log: str, status: str, timeout_s: float) -> dict[str, Any]:
+    """What failed: the error cell, else the cell that was running, else papermill's exception (Lab 00)."""
+    error = _first_error(nb)
+    if error:
+        return error
+    error = {"cell": NO_CELL, "source": ""}
+    last = _last_started(nb)
+    if last is not None:
+        error.update(cell=last[0], source=_source(last[1]))
+    if status == "timeout":
+        where = f"cell {last[0]} was still running" if last else "no cell had started"
+        return {**error, "ename": "Timeout", "evalue": f"lab did not finish within {timeout_s:.0f} s ({where})"}
+    exc = exception_from_log(log)
+    ename, evalue = exc if exc else ("Failed", "papermill exited with an error but printed no exception; see log_tail")
+    if ename == "DeadKernelError" and last is not None:
+        evalue += f" while running cell {last[0]} (it crashed or exited the kernel process)"
+    return {**error, "ename": ename, "evalue": evalue}
+
+
 def run_lab(
     path: Path, out_dir: Path, profile: str = "auto", timeout_s: float = DEFAULT_TIMEOUT_S
 ) -> LabResult:
     """Execute one lab in a fresh process and kernel; never raises for a failing lab (Lab 00)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    timeout_s = check_timeout(timeout_s)
+    out_dir = prepare_out_dir(out_dir)
     executed = out_dir / path.name
     metrics_file = out_dir / f"{path.stem}.metrics.json"
     metrics_file.unlink(missing_ok=True)
-    env = dict(os.environ, **{METRICS_ENV: str(metrics_file.resolve())})
+    executed.unlink(missing_ok=True)  # a stale copy from an earlier run must not be read as this one
+    tree = ProcessTree()  # papermill, its kernel (a session of its own) and all the lab starts
+    env = tree.env(dict(os.environ, **{METRICS_ENV: str(metrics_file.resolve())}))
     cmd = [
         sys.executable, "-m", "papermill", str(path), str(executed),
         "-p", "PROFILE", profile, "--cwd", str(path.parent), "--no-progress-bar",
     ]  # fmt: skip
     t0 = time.perf_counter()
-    # A new session lets a timeout kill papermill *and* its kernel together.
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        log, _ = proc.communicate(timeout=timeout_s)
-        status = "ok" if proc.returncode == 0 else "failed"
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        log, _ = proc.communicate()
-        status = "timeout"
-    seconds = time.perf_counter() - t0
+    status = "failed"
+    with tempfile.TemporaryFile() as log_file:  # a file, not a pipe: a chatty lab cannot block
+        proc = subprocess.Popen(cmd, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            tree.add(proc)
+            while proc.poll() is None:
+                left = timeout_s - (time.perf_counter() - t0)
+                if left <= 0:
+                    status = "timeout"
+                    break
+                tree.watch()  # remember the kernel's session while it is alive
+                try:
+                    proc.wait(timeout=min(WATCH_S, left))
+                except subprocess.TimeoutExpired:
+                    pass
+            else:
+                status = "ok" if proc.returncode == 0 else "failed"
+        finally:
+            tree.end()  # every exit path: ok, failed, timeout, an exception or Ctrl-C here
+        seconds = time.perf_counter() - t0
+        log_file.seek(0)
+        log = _ANSI.sub("", log_file.read().decode(errors="replace"))
     error = None
     if status != "ok":
-        nb = json.loads(executed.read_text()) if executed.exists() else {}
-        error = _first_error(nb) or {}
-        if status == "timeout":
-            error.setdefault("ename", "Timeout")
-            error.setdefault("evalue", f"lab did not finish within {timeout_s:.0f} s")
-        error["log_tail"] = _ANSI.sub("", log.decode(errors="replace"))[-3000:]
+        try:
+            nb = json.loads(executed.read_text()) if executed.exists() else {}
+        except (OSError, ValueError):  # papermill killed mid-write
+            nb = {}
+        error = describe_failure(nb, log, status, timeout_s)
+        error["log_tail"] = log[-3000:]
     return LabResult(path.stem, status, round(seconds, 2), read_metrics(metrics_file), error, executed.name)
 
 
@@ -169,11 +266,11 @@ def run(
 
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
+    timeout_s = check_timeout(timeout_s)  # before anything runs: the CLI's --timeout lands here
     labs = resolve_labs(list(names or []), directory)
     if not labs:
         raise LabNotFound(f"no lab notebooks found in {directory or labs_dir()}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_out_dir(out_dir)
     runtime = detect_runtime()
     report: dict[str, Any] = {
         "runtime": runtime,

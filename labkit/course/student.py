@@ -94,9 +94,13 @@ def student_notebook(path: str | Path) -> Any:
 
 def write_student_copies(labs: Sequence[Path], out_dir: str | Path) -> list[Path]:
     """Write student copies of ``labs`` into ``out_dir``; validates all before writing any (Lab 00)."""
+    from labkit.course.runner import prepare_out_dir
+
+    try:
+        out = prepare_out_dir(out_dir)  # a file given as the folder is refused before any clearing
+    except NotADirectoryError as e:
+        raise StudentCopyError(str(e)) from None
     copies = [(lab, student_notebook(lab)) for lab in labs]  # every lab validated before any file is written
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     written = []
     for lab, nb in copies:
         target = out / lab.name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import nbformat
@@ -79,3 +80,82 @@ def test_cli_failure_exit_code(fake_labs: Path, tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(runner, "labs_dir", lambda: fake_labs)
     assert cli.main(["run", "01", "--out", str(tmp_path), "--profile", "smoke"]) == 1
     assert cli.main(["run", "00", "--out", str(tmp_path), "--profile", "smoke"]) == 0
+
+
+# ------------------------------------------------------------------ processes, timeouts, bad input
+
+_SPAWN = ("import os, subprocess\n"
+          "kids = [subprocess.Popen(['sleep', '600']), subprocess.Popen(['sleep', '600'], start_new_session=True)]\n"
+          "open({pids!r}, 'w').write(' '.join(map(str, [os.getpid()] + [k.pid for k in kids])))\n")
+
+
+def _recorded_pids(path: Path) -> list[int]:
+    pids = [int(p) for p in path.read_text().split()]
+    assert len(pids) == 3  # the kernel and its two sleeps
+    return pids
+
+
+def _assert_gone(pids: list[int]) -> None:
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+@pytest.mark.parametrize(("tail", "status"), [
+    ("import time\ntime.sleep(600)", "timeout"),  # a hang: the kernel and its children outlive papermill's kill
+    ("raise RuntimeError('lab crashed')", "failed"),  # an error: papermill shuts the kernel, not its children
+    ("x = 1", "ok"),  # a lab that passes but leaves a child running
+])
+def test_no_process_outlives_its_lab(tmp_path: Path, tail: str, status: str) -> None:
+    pids = tmp_path / "pids"
+    lab = _lab(tmp_path / "00_spawns.ipynb", _SPAWN.format(pids=str(pids)), tail)
+    # 12 s: long enough for a kernel to start on a busy CI machine and reach the hang
+    result = runner.run_lab(lab, tmp_path / "run", "smoke", timeout_s=12 if status == "timeout" else 120)
+    assert result.status == status
+    _assert_gone(_recorded_pids(pids))
+    if status == "timeout":  # code cell 1 is the parameters cell, 2 spawns, 3 hangs
+        assert result.error["cell"] == 3 and "time.sleep(600)" in result.error["source"]
+        assert "cell 3 was still running" in result.error["evalue"]
+
+
+@pytest.mark.parametrize("bad", [0, -5, float("nan"), float("inf"), -0.0])
+def test_timeout_must_be_positive_and_finite(bad: float, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=rf"timeout_s \(--timeout\) must be a finite number of seconds > 0, got {bad!r}"):
+        runner.run(["00"], "smoke", tmp_path, timeout_s=bad)
+    with pytest.raises(TypeError, match="timeout_s"):
+        runner.check_timeout("15")
+    assert not (tmp_path / "report.json").exists()  # refused before anything ran
+
+
+def test_out_that_is_a_file(tmp_path: Path) -> None:
+    f = tmp_path / "report.txt"
+    f.write_text("not a folder")
+    with pytest.raises(NotADirectoryError, match=rf"--out {f}: {f} is a file, not a folder.*e.g. --out build/run"):
+        runner.run(["00"], "smoke", f, timeout_s=10)
+    with pytest.raises(NotADirectoryError, match="is a file"):
+        runner.prepare_out_dir(f / "sub")
+
+
+def test_a_name_that_matches_two_labs_is_ambiguous(tmp_path: Path) -> None:
+    _lab(tmp_path / "03_sharding.ipynb", "x = 1")
+    _lab(tmp_path / "03_sharding_extra.ipynb", "x = 1")
+    with pytest.raises(runner.AmbiguousLab, match="ambiguous lab name '3': it matches 03_sharding, 03_sharding_extra"):
+        runner.resolve_labs(["3"], tmp_path)
+    assert [p.stem for p in runner.resolve_labs(["03_sharding_extra"], tmp_path)] == ["03_sharding_extra"]
+
+
+def test_a_broken_notebook_reports_the_real_error(tmp_path: Path) -> None:
+    (tmp_path / "00_broken.ipynb").write_text('{"cells": [')
+    dies = _lab(tmp_path / "01_dies.ipynb", "x = 1", "import os\nos._exit(3)")
+    err = runner.run_lab(tmp_path / "00_broken.ipynb", tmp_path / "run", "smoke", 60).error
+    assert err["ename"] == "NotJSONError" and "does not appear to be JSON" in err["evalue"]
+    assert err["cell"] == runner.NO_CELL
+    err = runner.run_lab(dies, tmp_path / "run", "smoke", 60).error
+    assert err["ename"] == "DeadKernelError" and err["cell"] == 3 and "os._exit" in err["source"]
+    assert "while running cell 3" in err["evalue"]
+
+
+def test_exception_from_log() -> None:
+    log = "Executing\nTraceback (most recent call last):\n  File 'x'\n    y\njupyter_client.kernelspec.NoSuchKernel: No such kernel named k\n"
+    assert runner.exception_from_log(log) == ("NoSuchKernel", "No such kernel named k")
+    assert runner.exception_from_log("all fine\nValueError: not after a traceback") is None

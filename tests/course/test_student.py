@@ -92,3 +92,10 @@ def test_student_copy_runs_and_reports_not_done(student_run: dict, lab: Path, tm
     n_checks = sum(len(student._CHECK_CALL.findall(c.source)) for c in executed.cells if c.cell_type == "code")
     assert text.count("not done yet") == n_checks >= 2
     assert "✔" not in text  # no stub passes a check
+
+
+def test_out_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "copies.ipynb"
+    f.write_text("")
+    with pytest.raises(student.StudentCopyError, match=rf"--out {f}: {f} is a file, not a folder"):
+        student.write_student_copies([LABS[0]], f)
