@@ -99,15 +99,31 @@ def diagnose() -> dict[str, Any]:
             "versions": found, "findings": findings}
 
 
+def memory_text(rt: dict[str, Any]) -> str:
+    """The memory line's figure: per device on a GPU/TPU, the shared host RAM on CPU (Lab 00)."""
+    b = rt.get("memory_bytes")
+    if not b:
+        return "unknown"
+    gib = b / 2**30
+    if rt.get("platform") != "cpu":
+        return f"{gib:.1f} GiB per device"
+    n = int(rt.get("device_count") or 1)
+    if rt.get("simulated") and n > 1:
+        # Simulated CPU devices are slices of one process: they share the host's RAM, none owns a part.
+        return (f"{gib:.1f} GiB host RAM shared by all {n} simulated devices "
+                f"(not per device; an even split is {gib / n:.1f} GiB each)")
+    return f"{gib:.1f} GiB host RAM"
+
+
 def format_report(d: dict[str, Any]) -> str:
     """Human-readable doctor output (Lab 00)."""
     rt = d["runtime"]
-    mem = f"{rt['memory_bytes'] / 2**30:.1f} GiB" if rt.get("memory_bytes") else "unknown"
+    mem = memory_text(rt)
     lines = [
         f"runtime   {rt['platform']} on {rt['host']}: {rt['device_count']} device(s)"
         + (" (simulated)" if rt["simulated"] else ""),
         f"chip      {rt['chip']}  ->  spec: {d['spec']}",
-        f"memory    {mem} per device;  bf16 native: {'yes' if rt['bf16'] else 'no'};  torch device: {rt['torch_device']}",
+        f"memory    {mem};  bf16 native: {'yes' if rt['bf16'] else 'no'};  torch device: {rt['torch_device']}",
         "versions  " + ", ".join(f"{k} {v or '-'}" for k, v in d["versions"].items()),
     ]
     lines.append("supported " + ", ".join(position(pkg, d["versions"].get(pkg)) for pkg in SUPPORTED))

@@ -57,3 +57,19 @@ def test_position_against_supported_ranges() -> None:
     assert doctor.position("jax", "0.10.2") == "jax 0.10.2 in [0.10, -)"
     assert doctor.position("torch_xla", "2.10.0") == "torch_xla 2.10.0 OUTSIDE [2.9, 2.10)"
     assert doctor.position("torch_xla", None).startswith("torch_xla - ")
+
+
+def test_memory_of_simulated_cpu_devices_is_the_shared_host_ram() -> None:
+    gib23 = int(23.5 * 2**30)
+    sim = {"platform": "cpu", "device_count": 8, "simulated": True, "memory_bytes": gib23}
+    text = doctor.memory_text(sim)
+    assert text.startswith("23.5 GiB host RAM shared by all 8 simulated devices") and "2.9 GiB each" in text
+    assert "per device" not in text.replace("not per device", "")
+    assert doctor.memory_text({**sim, "device_count": 1, "simulated": False}) == "23.5 GiB host RAM"
+    assert doctor.memory_text({"platform": "gpu", "device_count": 1, "simulated": False,
+                               "memory_bytes": 16 * 2**30}) == "16.0 GiB per device"
+    assert doctor.memory_text({**sim, "memory_bytes": None}) == "unknown"
+    report = doctor.format_report({"runtime": {**sim, "chip": "x86", "host": "local", "bf16": False,
+                                               "torch_device": "cpu"}, "spec": "unknown",
+                                   "versions": {}, "findings": []})
+    assert "memory    23.5 GiB host RAM shared by all 8 simulated devices" in report
