@@ -72,10 +72,10 @@ def plot_utilization_over_time(sims: Mapping[str, SimResult]) -> Figure:
     """(Lab 01) Fraction of PEs busy in each cycle, per dataflow, with a zoom on the first two folds."""
     fig, axes = plt.subplots(len(sims), 2, figsize=(12, 6.5), sharey=True, squeeze=False,
                              gridspec_kw={"width_ratios": [3, 1]})
-    longest = max(s.cycles for s in sims.values())  # same time axis on the left: compare total cycles
+    longest = max(s.count for s in sims.values())  # same time axis on the left: compare total cycles
     for row, (df, sim) in enumerate(sims.items()):
         util_t = activity_over_time(sim)    # (cycles,) fraction of PEs busy
-        per_fold = sim.cycles // sim.folds  # every fold takes the same cycles
+        per_fold = sim.count // sim.folds  # every fold takes the same cycles
         for ax, span in zip(axes[row], (len(util_t), 2 * per_fold)):
             ax.fill_between(np.arange(span), util_t[:span], step="post", alpha=0.6)
             ax.axhline(sim.utilization, color="k", ls="--", lw=0.8)

@@ -1,8 +1,8 @@
 """(Lab 01) The four chips of the predicted shape sweeps: two TPU MXUs and two GPUs, one call for all.
 
-An MXU goes through labkit.matmul.systolic (weight-stationary, as TPUs run it) at its array
-size; a GPU goes through labkit.matmul.simt with its spec's SMs, tensor-core tiles and
-bandwidth. Both answer the same question -- what fraction of the chip's peak an (M, K) @ (K, N)
+An MXU goes through labkit.matmul.mxu: the weight-stationary cycle count of its array with
+pipelined weight loads, under its chip's HBM roof; a GPU goes through labkit.matmul.simt with
+its spec's SMs, tensor-core tiles and bandwidth -- the same roofline for both. Both answer the same question -- what fraction of the chip's peak an (M, K) @ (K, N)
 GEMM reaches -- so a chip's name is all `predicted`, `at` and `square` need.
 """
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from labkit.matmul import simt, systolic
+from labkit.matmul import mxu, simt
 
 BIG = 4096  # elements: the two dimensions that do not vary in a sweep
-MXUS = {"MXU 128x128 (TPU v5e)": (128, 128), "MXU 256x256 (TPU v6e)": (256, 256)}  # (rows, cols) of the array
+MXUS = {"MXU 128x128 (TPU v5e)": "TPU v5e", "MXU 256x256 (TPU v6e)": "TPU v6e"}  # spec name, bf16
 GPUS = {"H100 (bf16)": ("NVIDIA H100 SXM", "bf16"), "T4 (fp16)": ("NVIDIA T4", "fp16")}  # (spec name, dtype)
 MODELS = list(MXUS) + list(GPUS)
 _FIXED = {"M": {"N": BIG, "K": BIG}, "N": {"M": BIG, "K": BIG}, "K": {"M": BIG, "N": BIG}}
@@ -25,27 +25,37 @@ def _check_model(model: str) -> None:
         raise ValueError(f"unknown model {model!r}: use one of {', '.join(MODELS)}")
 
 
-def predicted(model: str, sizes: Sequence[int], vary: str) -> np.ndarray:
+def _check_roof(model: str, roof: bool) -> None:
+    if not roof and model not in MXUS:
+        raise ValueError(f"{model} is a GPU: labkit.matmul.simt always applies its memory roof; "
+                         "roof=False (the array's own utilization) is for the MXUs")
+
+
+def predicted(model: str, sizes: Sequence[int], vary: str, *, roof: bool = True) -> np.ndarray:
     """(Lab 01) Predicted fraction of peak for each size of dimension `vary`, the other two at BIG."""
+    # roof=False (MXUs only): the array's utilization alone, as if HBM were infinitely fast.
     _check_model(model)
+    _check_roof(model, roof)
     if vary not in _FIXED:
         raise ValueError(f"vary must be 'M', 'N' or 'K', got {vary!r}")
     if model in MXUS:
-        return systolic.utilization_sweep(sizes, *MXUS[model], "ws", vary=vary, fixed=_FIXED[vary])
+        chip = simt.resolve_chip(MXUS[model])  # looked up once for the whole sweep
+        preds = [mxu.predict(**{**_FIXED[vary], vary: int(s)}, chip=chip) for s in sizes]
+        return np.array([p.fraction_of_peak if roof else p.utilization for p in preds])
     chip, dtype = GPUS[model]
     return np.array([p.fraction_of_peak for p in simt.sweep(sizes, chip, dtype, vary=vary, fixed=_FIXED[vary])])
 
 
-def at(model: str, vary: str, size: int) -> float:
+def at(model: str, vary: str, size: int, *, roof: bool = True) -> float:
     """(Lab 01) Predicted fraction of peak at one size of `vary`, the other two dimensions at BIG."""
-    return float(predicted(model, [size], vary)[0])
+    return float(predicted(model, [size], vary, roof=roof)[0])
 
 
 def square(model: str, n: int) -> float:
     """(Lab 01) Predicted fraction of peak of a square n x n x n GEMM: all three dimensions pad."""
     _check_model(model)
     if model in MXUS:
-        return systolic.cycles(n, n, n, *MXUS[model], "ws").utilization
+        return mxu.predict(n, n, n, MXUS[model]).fraction_of_peak
     chip, dtype = GPUS[model]
     return simt.predict(n, n, n, chip, dtype).fraction_of_peak
 

@@ -143,6 +143,18 @@ class SimtPrediction:
     bound: str                   # "compute" or "memory"
 
 
+def in_bytes(dtype: str) -> int:
+    """(Lab 01) Bytes per element of A and B in a GEMM of this dtype (fp8/int8 1, bf16 2, fp32 4)."""
+    _check_dtype(dtype)
+    return _IN_BYTES[dtype]
+
+
+def gemm_bytes(M: int, N: int, K: int, dtype: str = "bf16") -> int:
+    """(Lab 01) DRAM bytes of an (M, K) @ (K, N) GEMM with perfect reuse: A, B read once, C written once."""
+    _check_dtype(dtype)
+    return (M * K + K * N) * _IN_BYTES[dtype] + M * N * _OUT_BYTES[dtype]
+
+
 def is_aligned(N: int, K: int, dtype: str = "bf16") -> bool:
     """(Lab 01) Whether rows of K and N elements of ``dtype`` are whole 16-byte vectors."""
     _check_dtype(dtype)
@@ -179,7 +191,7 @@ def predict(M: int, N: int, K: int, chip: Any, dtype: str = "bf16",
         compute_s /= UNALIGNED_EFFICIENCY  # cuBLAS's slower unaligned kernels
     a_reads, b_reads = (1, 1) if perfect_l2 else (tiles_n, tiles_m)  # times A, B leave DRAM
     nbytes = ((a_reads * M * K + b_reads * K * N) * _IN_BYTES[dtype]
-              + M * N * _OUT_BYTES[dtype])   # bytes
+              + M * N * _OUT_BYTES[dtype])   # bytes; perfect_l2: gemm_bytes(M, N, K, dtype)
     memory_s = nbytes / (spec.bandwidth_gbs * 1e9)
     time_s = max(compute_s, memory_s)
     return SimtPrediction(

@@ -68,8 +68,8 @@ def test_utilization_over_time_names_the_winner_and_its_share():
     assert title.startswith("16x8 @ 8x12 on 4x4")
     assert f"{best.upper()} has the longest stream and wins ({sims[best].utilization:.0%} busy)" in title
     assert "fraction" in fig.axes[0].get_ylabel() and fig.axes[-1].get_xlabel() == "cycle"
-    assert fig.axes[0].get_xlim()[1] == max(s.cycles for s in sims.values())  # one time axis for all
-    per_fold = sims["os"].cycles // sims["os"].folds
+    assert fig.axes[0].get_xlim()[1] == max(s.count for s in sims.values())  # one time axis for all
+    per_fold = sims["os"].count // sims["os"].folds
     assert fig.axes[1].get_xlim()[1] == 2 * per_fold  # the zoom: two folds
 
 

@@ -5,20 +5,32 @@ import numpy as np
 import pytest
 
 from labkit.matmul import reference_chips as rc
-from labkit.matmul import simt, systolic
+from labkit.matmul import mxu, simt, systolic
 
 MXU128, MXU256, H100, T4 = rc.MODELS
 
 
 def test_models_are_the_two_mxus_then_the_two_gpus():
     assert rc.MODELS == [*rc.MXUS, *rc.GPUS] and len(rc.MODELS) == 4
-    assert rc.MXUS[MXU128] == (128, 128) and rc.MXUS[MXU256] == (256, 256)
+    assert rc.MXUS[MXU128] == "TPU v5e" and rc.MXUS[MXU256] == "TPU v6e"
 
 
-def test_an_mxu_is_the_weight_stationary_cycle_model_at_its_array_size():
-    assert rc.at(MXU128, "N", 129) / rc.at(MXU128, "N", 128) == pytest.approx(129 / 256, rel=1e-3)
-    assert rc.at(MXU256, "K", 300) == systolic.cycles(rc.BIG, 300, rc.BIG, 256, 256, "ws").utilization
-    assert rc.square(MXU128, 4097) == systolic.cycles(4097, 4097, 4097, 128, 128, "ws").utilization
+def test_an_mxu_is_the_pipelined_weight_stationary_model_under_its_roof():
+    # Compute-bound at BIG: the pipelined cycle model's utilization; fill and skew paid once, so
+    # N = 129 keeps a little less than 129/256 (exact for the fold-by-fold count).
+    assert rc.at(MXU128, "N", 129, roof=False) / rc.at(MXU128, "N", 128, roof=False) == pytest.approx(129 / 256, rel=3e-3)
+    # Under the roof the cliff hides: N = 128 is only 120 FLOP/byte, below the v5e's 240, so both
+    # sides are memory-bound and take about as long.
+    assert mxu.predict(rc.BIG, rc.BIG, 128).bound == "memory"  # 129: padding doubles compute, just past the roof
+    assert rc.at(MXU128, "N", 129) == pytest.approx(rc.at(MXU128, "N", 128), rel=0.01)
+    assert rc.at(MXU256, "K", 300, roof=False) == systolic.cycles(rc.BIG, 300, rc.BIG, 256, 256, "ws", pipelined=True).utilization
+    assert rc.square(MXU128, 4097) == mxu.predict(4097, 4097, 4097, "TPU v5e").fraction_of_peak
+    # Small batches sit on the HBM roof: fraction of peak grows with M up to the compute-bound batch.
+    m = mxu.compute_bound_batch(rc.BIG, rc.BIG, "TPU v5e")
+    below, above = rc.predicted(MXU128, [m // 4, m // 2, m - 1], "M"), rc.at(MXU128, "M", 2 * m)
+    on_roof = [mxu.predict(x, rc.BIG, rc.BIG).arithmetic_intensity * 819e9 / 197e12 for x in (m // 4, m // 2, m - 1)]
+    np.testing.assert_allclose(below, on_roof, rtol=1e-12)  # FLOP/s = intensity x bandwidth
+    assert np.all(np.diff(below) > 0) and above > 0.99
 
 
 def test_a_gpu_is_the_simt_model_of_its_spec():
@@ -33,7 +45,7 @@ def test_a_gpu_is_the_simt_model_of_its_spec():
 def test_cliff_table_has_a_row_per_model_with_both_sides_of_each_cliff():
     rows = rc.cliff_table([MXU128, T4])
     assert [r["model"] for r in rows] == [MXU128, T4]
-    assert rows[0]["N=129"] < 0.6 * rows[0]["N=128"]            # the padding cliff
+    assert rows[0]["square 4097"] < 0.999 * rows[0]["square 4096"]  # the padding cliff, compute-bound
     assert rows[1]["M=641"] < rows[1]["M=640"]                  # the T4's wave cliff
     assert rows[1]["square 4097"] < rows[1]["square 4096"]
     assert len(rc.cliff_table()) == 4
@@ -44,5 +56,7 @@ def test_unknown_models_and_dimensions_are_named():
         rc.at("TPU v9", "N", 128)
     with pytest.raises(ValueError, match="unknown model"):
         rc.square("A100", 128)
+    with pytest.raises(ValueError, match="always applies its memory roof"):
+        rc.at(H100, "N", 128, roof=False)
     with pytest.raises(ValueError, match="vary must be"):
         rc.predicted(MXU128, [128], "B")
