@@ -5,6 +5,7 @@ Modules:
 - ``routes``     the ways a model leaves the framework it was trained in, and their parity
 - ``stablehlo``  one serialized StableHLO program that runs on CPU, CUDA and TPU
 - ``weights``    safetensors weights with a manifest
+- ``bundle``     one bundle and one loader: weights + programs bound by a signed manifest
 - ``kv_cache``   a KV cache for the course GPT in PyTorch and JAX
 - ``serve``      a generation server loop and its benchmark: TTFT, per-token latency, tokens/s
 - ``plots``      the lab's pictures: the training loss, serving tokens/s and latency per path

@@ -1,6 +1,10 @@
 """Train on TPU, serve on GPU: the ways a model leaves the framework it was trained in (Lab 05).
 
-Three routes, each with its own module, collected here:
+Three routes, each with its own module, collected here — and **one bundle, one loader** for all
+of them: :func:`save_bundle` writes the weights and the exported programs into one folder bound by
+a manifest (``labkit.export.bundle``), optionally signed; :func:`load_bundle` (Flax or torch, any
+device), ``bundle.verify(...).program(...)`` (JAX in this process) and
+``stablehlo.run_fresh_process`` (a new process) all go through ``bundle.verify`` first.
 
 1. **Program (StableHLO)** — ``labkit.export.stablehlo``: ``jax.export`` serializes the Flax GPT's
    forward pass and its KV-cache decode step for CPU, CUDA and TPU at once, with a symbolic
@@ -32,23 +36,76 @@ rewrite. If your serving stack is ONNX Runtime or TensorRT, export the same
 
 from __future__ import annotations
 
+import datetime as _dt
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from labkit.export.stablehlo import (PLATFORMS, describe, export_forward, export_step, load_artifact,
-                               run_fresh_process, save_artifact, stablehlo_excerpt)
+from labkit.export import bundle
+from labkit.export.bundle import BundleError, Verified
+from labkit.export.stablehlo import (PLATFORMS, describe, export_forward, export_step, run_fresh_process,
+                                     stablehlo_excerpt)
 from labkit.export.kv_cache import torch_new_cache, torch_step_module
-from labkit.gpt.config import GPTConfig
+from labkit.gpt.config import GPTConfig, param_shapes
+from labkit.gpt.convert import load_flat_params
 from labkit.export.weights import (WeightsError, load_torch_state_dict, load_weights, read_manifest,
-                            read_weights, save_weights)
+                                   read_weights, save_weights, weights_bytes)
 
 __all__ = [
-    "PLATFORMS", "describe", "export_forward", "export_step", "load_artifact", "run_fresh_process",
-    "save_artifact", "stablehlo_excerpt", "WeightsError", "load_torch_state_dict", "load_weights",
-    "read_manifest", "read_weights", "save_weights", "export_torch_step", "torch_program_summary",
+    "PLATFORMS", "describe", "export_forward", "export_step", "run_fresh_process", "stablehlo_excerpt",
+    "BundleError", "WeightsError", "load_torch_state_dict", "load_weights", "read_manifest", "read_weights",
+    "save_weights", "save_bundle", "load_bundle", "export_torch_step", "torch_program_summary",
     "max_abs_diff", "train_torch_xla",
 ]
+
+
+def save_bundle(model: Any, path: str | Path, programs: tuple[str, ...] = ("forward",), key: Any = None,
+                platforms: tuple[str, ...] = PLATFORMS, source: str | None = None) -> dict[str, Any]:
+    """Write a model's weights and its exported programs ("forward", "step") as one bundle; sign if `key` (Lab 05)."""
+    import jax
+
+    cfg: GPTConfig = model.cfg
+    data, wmanifest = weights_bytes(model, source)
+    export = {"forward": export_forward, "step": export_step}
+    unknown = set(programs) - set(export)
+    if unknown:
+        raise ValueError(f"unknown programs {sorted(unknown)}; choose from {sorted(export)}")
+    progs = {}
+    with jax.default_matmul_precision("highest"):  # baked into the artifact: true fp32 matmuls everywhere
+        for name in programs:
+            exp = export[name](cfg, platforms=platforms)
+            progs[name] = (exp.serialize(), list(exp.platforms))
+    info = {"frameworks": wmanifest["frameworks"], "source": wmanifest["source"],
+            "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    manifest = bundle.write(path, asdict(cfg), data, progs, info)
+    if key is not None:
+        bundle.sign(path, key)
+    return manifest
+
+
+def load_bundle(path: str | Path, model: Any, key: Any = None) -> tuple[Any, Verified]:
+    """Verify a bundle, then fill a FlaxGPT or TorchGPT (any device) from it -> (model, Verified) (Lab 05).
+
+    Everything is checked before the model is touched: a refused bundle leaves it unchanged.
+    """
+    v = bundle.verify(path, key)
+    where = f"{v.root.name}/{v.manifest['weights']['file']}"
+    try:
+        cfg = GPTConfig(**v.manifest["config"])
+    except (TypeError, ValueError) as e:
+        raise BundleError(f"{v.root.name}: the manifest's config is not a GPTConfig ({e})") from None
+    if cfg != model.cfg:
+        diff = {k: (val, getattr(model.cfg, k)) for k, val in asdict(cfg).items() if getattr(model.cfg, k) != val}
+        raise BundleError(f"{where}: weights for another model: (bundle, model) differ in {diff}")
+    flat = v.tensors()
+    want = param_shapes(cfg)
+    bad = [n for n in set(want) | set(flat) if n not in flat or n not in want or flat[n].shape != want[n]
+           or flat[n].dtype != np.float32]
+    if bad:
+        raise BundleError(f"{where}: tensors missing, extra, or of the wrong shape/dtype: {sorted(bad)[:4]}")
+    return load_flat_params(model, {n: flat[n] for n in want}), v
 
 
 def export_torch_step(model: Any, max_len: int | None = None) -> Any:

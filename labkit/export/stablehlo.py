@@ -7,7 +7,10 @@ labkit, no model code — deserializes and runs it on whichever of those platfor
 
 The exported functions take the weights as an *input* (the canonical flat dict, the same
 names and layout as the safetensors file of ``labkit.export.weights``): the artifact is the
-program, the safetensors file the state, and either can be replaced without the other.
+program, the safetensors file the state. Because shapes alone do not pin a model (n_head=2 and
+n_head=4 give the same tensors), each program is exported under a name that carries its config's
+digest (``bundle.program_tag``); the bundle loader refuses a program whose tag is not its weights'.
+Programs travel, and are loaded, only inside a bundle (``labkit.export.bundle``).
 
 - ``export_forward``: ``(flat, tokens (b, t) int32) -> logits (b, t, vocab)``, the FlaxGPT
   forward pass, symbolic ``b`` and ``t <= seq_len``.
@@ -17,6 +20,7 @@ program, the safetensors file the state, and either can be replaced without the 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 import os
 import re
 import subprocess
@@ -27,6 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from labkit.export import bundle
 from labkit.export.kv_cache import flax_from_flat_fn, jax_step_fn
 from labkit.gpt.config import GPTConfig, param_shapes
 
@@ -37,6 +42,14 @@ def forward_fn(cfg: GPTConfig) -> Callable[[dict[str, Any], Any], Any]:
     """Pure fn(flat, tokens) -> logits (batch, seq, vocab): the FlaxGPT forward on given weights (Lab 05)."""
     build = flax_from_flat_fn(cfg)
     return lambda flat, tokens: build(flat)(tokens)
+
+
+def _tagged(fn: Callable[..., Any], cfg: GPTConfig, kind: str) -> Callable[..., Any]:
+    """fn renamed to bundle.program_tag(cfg, kind): the name jax.export stores in the artifact."""
+    def tagged(*args: Any) -> Any:
+        return fn(*args)
+    tagged.__name__ = tagged.__qualname__ = bundle.program_tag(asdict(cfg), kind)
+    return tagged
 
 
 def weight_specs(cfg: GPTConfig) -> dict[str, Any]:
@@ -55,7 +68,8 @@ def export_forward(cfg: GPTConfig, platforms: tuple[str, ...] = PLATFORMS) -> An
     # The constraint lets FlaxGPT's `t > seq_len` check resolve at export time (to False).
     b, t = jax.export.symbolic_shape("b, t", constraints=(f"t <= {cfg.seq_len}",))
     tokens = jax.ShapeDtypeStruct((b, t), jnp.int32)
-    return jax.export.export(jax.jit(forward_fn(cfg)), platforms=platforms)(weight_specs(cfg), tokens)
+    fn = _tagged(forward_fn(cfg), cfg, "forward")
+    return jax.export.export(jax.jit(fn), platforms=platforms)(weight_specs(cfg), tokens)
 
 
 def export_step(cfg: GPTConfig, max_len: int | None = None, platforms: tuple[str, ...] = PLATFORMS) -> Any:
@@ -68,22 +82,7 @@ def export_step(cfg: GPTConfig, max_len: int | None = None, platforms: tuple[str
     cache = jax.ShapeDtypeStruct((cfg.n_layer, b, max_len, cfg.n_head, cfg.head_dim), jnp.float32)
     args = (weight_specs(cfg), jax.ShapeDtypeStruct((b, t), jnp.int32), cache, cache,
             jax.ShapeDtypeStruct((), jnp.int32), jax.ShapeDtypeStruct((b,), jnp.int32))
-    return jax.export.export(jax.jit(jax_step_fn(cfg)), platforms=platforms)(*args)
-
-
-def save_artifact(exported: Any, path: str | Path) -> int:
-    """Serialize an Exported to `path`; returns its size in bytes (Lab 05)."""
-    data = exported.serialize()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_bytes(data)
-    return len(data)
-
-
-def load_artifact(path: str | Path) -> Any:
-    """Deserialize an artifact written by save_artifact (Lab 05)."""
-    import jax
-
-    return jax.export.deserialize(bytearray(Path(path).read_bytes()))
+    return jax.export.export(jax.jit(_tagged(jax_step_fn(cfg), cfg, "step")), platforms=platforms)(*args)
 
 
 FORWARD_NAMES = (("flat", "tokens"), ("logits",))  # (input names, output names)
@@ -149,31 +148,39 @@ def stablehlo_excerpt(exported: Any, n_ops: int = 12) -> str:
     return "\n".join([head.strip() + "(", ",\n".join("    " + a for a in keep), ") " + result[:150]] + body)
 
 
-# A loader that needs only jax, numpy and safetensors: the point of a portable artifact.
+# A serving process that needs only jax and numpy: it loads labkit's bundle verifier by file path
+# (bundle.py imports nothing from labkit), so neither the course nor the model code is imported.
 _FRESH = r"""
-import json, sys, time
+import importlib.util, json, sys, time
 import numpy as np, jax
-from safetensors.numpy import load_file
-art, weights, tokens_in, out = sys.argv[1:5]
-exp = jax.export.deserialize(bytearray(open(art, "rb").read()))
-flat = load_file(weights)
+root, key, tokens_in, out, verifier = sys.argv[1:6]
+spec = importlib.util.spec_from_file_location("bundle_verifier", verifier)
+B = sys.modules["bundle_verifier"] = importlib.util.module_from_spec(spec)  # dataclasses look it up
+spec.loader.exec_module(B)
+try:
+    v = B.verify(root, key or None)  # signature, digests, structure: before anything is deserialized
+    exp, flat = v.program("forward"), v.tensors()
+except B.BundleError as e:
+    print(json.dumps({"refused": str(e)})); sys.exit(3)
 tokens = np.load(tokens_in)
 t0 = time.perf_counter()
 logits = np.asarray(exp.call(flat, tokens))
 np.save(out, logits)
-print(json.dumps({"platform": jax.devices()[0].platform, "jax": jax.__version__,
+print(json.dumps({"platform": jax.devices()[0].platform, "jax": jax.__version__, "signature": v.signature,
                   "seconds": time.perf_counter() - t0, "modules": sorted(
-                      m for m in ("flax", "labkit", "torch") if m in sys.modules)}))
+                      m for m in ("flax", "labkit", "torch", "safetensors") if m in sys.modules)}))
 """
 
 
-def run_fresh_process(artifact: str | Path, weights: str | Path, tokens: np.ndarray,
+def run_fresh_process(bundle_dir: str | Path, tokens: np.ndarray, key: str | Path | None = None,
                       platform: str | None = None, timeout_s: float = 300) -> tuple[np.ndarray, dict[str, Any]]:
-    """Run a forward artifact in a new Python process (jax + safetensors only) -> (logits, info) (Lab 05).
+    """Verify a bundle and run its forward program in a new Python process (jax only) -> (logits, info) (Lab 05).
 
-    ``platform`` (e.g. "cpu") sets the child's ``JAX_PLATFORMS``. By default the child uses
-    what it finds, except next to a TPU: a TPU chip belongs to one process at a time, and this
-    one already holds it, so the child then runs the artifact's CPU lowering.
+    ``key`` is a key *file* (Ed25519 public key PEM, or an HMAC secret): with it the child refuses
+    an unsigned or edited bundle. A refusal raises ``bundle.BundleError`` with the child's reason.
+    ``platform`` (e.g. "cpu") sets the child's ``JAX_PLATFORMS``. By default the child uses what it
+    finds, except next to a TPU: a TPU chip belongs to one process at a time, and this one already
+    holds it, so the child then runs the artifact's CPU lowering.
     """
     import jax
 
@@ -185,9 +192,12 @@ def run_fresh_process(artifact: str | Path, weights: str | Path, tokens: np.ndar
     with tempfile.TemporaryDirectory() as d:
         tin, tout = Path(d) / "tokens.npy", Path(d) / "logits.npy"
         np.save(tin, np.asarray(tokens, dtype=np.int32))
-        r = subprocess.run([sys.executable, "-c", _FRESH, str(artifact), str(weights), str(tin), str(tout)],
-                           capture_output=True, text=True, timeout=timeout_s, env=env)
+        argv = [str(bundle_dir), str(key or ""), str(tin), str(tout), bundle.__file__]
+        r = subprocess.run([sys.executable, "-c", _FRESH, *argv], capture_output=True, text=True,
+                           timeout=timeout_s, env=env)
+        last = (r.stdout.strip().splitlines() or ["{}"])[-1]
+        if r.returncode == 3:
+            raise bundle.BundleError(json.loads(last)["refused"])
         if r.returncode != 0:
             raise RuntimeError(f"the fresh process failed (exit {r.returncode}):\n{r.stderr[-3000:]}")
-        info = json.loads(r.stdout.strip().splitlines()[-1])
-        return np.load(tout), info
+        return np.load(tout), json.loads(last)

@@ -20,9 +20,13 @@ header plus raw little-endian bytes: loading never runs code from the file, unli
 ``name|dtype|shape`` and then its C-order bytes: it covers names, shapes, dtypes and values,
 and does not depend on the order safetensors happens to lay tensors out in the file.
 
-Loading validates *everything* first — pickle magic, safetensors header, manifest version,
-config, key sets, shapes, dtypes, the hash of the bytes actually read — and only then copies
-into the model, so a refused file leaves the model exactly as it was.
+Loading validates *everything* first — pickle magic, the safetensors structure (header length,
+offsets that tile the file exactly: no truncation, no trailing bytes), the manifest's fields,
+version, config, key sets, shapes, dtypes, the hash of the bytes actually read — and only then
+copies into the model, so a refused file leaves the model exactly as it was. The bytes are parsed
+by ``labkit.export.bundle.parse_safetensors``, the same checks a bundle gets; a refusal is a
+:class:`WeightsError` (a ``BundleError``) naming the file. The hash is *integrity* only: it sits in
+the file it protects. For *authenticity* ship a signed bundle (``labkit.export.bundle``).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from labkit.export.bundle import MAX_HEADER_BYTES, BundleError, parse_safetensors, tensors_from
 from labkit.runtime import versions
 from labkit.gpt.config import GPTConfig, param_shapes
 from labkit.gpt.convert import flat_params_numpy, load_flat_params
@@ -49,7 +54,7 @@ PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".pkl", ".pickle", ".ckpt", ".joblib")
 _FRAMEWORKS = ("jax", "flax", "torch", "torch_xla", "safetensors", "numpy")
 
 
-class WeightsError(ValueError):
+class WeightsError(BundleError):
     """A weights file that labkit refuses to load; the message says why and what to do (Lab 05)."""
 
 
@@ -78,19 +83,24 @@ def make_manifest(flat: dict[str, np.ndarray], cfg: GPTConfig, source: str) -> d
     }
 
 
+def weights_bytes(model: Any, source: str | None = None) -> tuple[bytes, dict[str, Any]]:
+    """A FlaxGPT/TorchGPT as safetensors bytes with its manifest -> (bytes, manifest) (Lab 05)."""
+    from safetensors.numpy import save
+
+    flat = flat_params_numpy(model)  # fp32, PyTorch layout, on the host (works for XLA tensors too)
+    is_torch = any(c.__module__.startswith("torch.") for c in type(model).__mro__)
+    manifest = make_manifest(flat, model.cfg, source or ("torch" if is_torch else "flax"))
+    return save(flat, metadata={MANIFEST_KEY: json.dumps(manifest)}), manifest
+
+
 def save_weights(model: Any, path: str | Path, source: str | None = None) -> dict[str, Any]:
     """Write a FlaxGPT/TorchGPT to `path` (.safetensors) with its manifest; returns the manifest (Lab 05)."""
-    from safetensors.numpy import save_file
-
     p = Path(path)
     if p.suffix != ".safetensors":
         raise WeightsError(f"save_weights writes safetensors: name the file *.safetensors, not {p.name!r}")
-    flat = flat_params_numpy(model)  # fp32, PyTorch layout, on the host (works for XLA tensors too)
-    is_torch = any(c.__module__.startswith("torch.") for c in type(model).__mro__)
-    src = source or ("torch" if is_torch else "flax")
-    manifest = make_manifest(flat, model.cfg, src)
+    data, manifest = weights_bytes(model, source)
     p.parent.mkdir(parents=True, exist_ok=True)
-    save_file(flat, str(p), metadata={MANIFEST_KEY: json.dumps(manifest)})
+    p.write_bytes(data)
     return manifest
 
 
@@ -120,19 +130,30 @@ def refuse_pickle(path: str | Path) -> None:
             "labkit.export.weights.convert_torch_checkpoint (torch.load(..., weights_only=True)).")
 
 
-def read_manifest(path: str | Path) -> dict[str, Any]:
-    """The manifest of a labkit safetensors file, reading only its header (Lab 05)."""
-    from safetensors import safe_open
-
-    p = Path(path)
+def _checked_header(p: Path, data: bytes | None = None) -> tuple[dict, dict[str, str]]:
+    """(tensor index, metadata) of a safetensors file after its structure checks; WeightsError otherwise."""
     if not p.is_file():
         raise WeightsError(f"no weights file at {p}")
     refuse_pickle(p)
-    head = _head(p, 9)
-    if len(head) < 9 or head[8:9] != b"{":  # 8-byte header length, then the JSON header
+    if data is None:  # header only: a checkpoint may be large
+        with p.open("rb") as f:
+            head = f.read(8)
+            n = int.from_bytes(head, "little") if len(head) == 8 else 0
+            head += f.read(min(n, MAX_HEADER_BYTES))
+        data, total = head, p.stat().st_size
+    else:
+        total = len(data)
+    if len(data) >= 9 and data[8:9] != b"{":  # 8-byte header length, then the JSON header
         raise WeightsError(f"{p.name} is not a safetensors file (no JSON header after 8 bytes)")
-    with safe_open(str(p), framework="np") as f:
-        meta = f.metadata() or {}
+    try:
+        index, meta, _ = parse_safetensors(data, p.name, total)
+    except BundleError as e:
+        raise WeightsError(str(e)) from None
+    return index, meta
+
+
+def _parse_manifest(p: Path, meta: dict[str, str]) -> dict[str, Any]:
+    """The labkit manifest from safetensors metadata, with its fields and types checked."""
     if MANIFEST_KEY not in meta:
         raise WeightsError(f"{p.name} has no labkit manifest (metadata key {MANIFEST_KEY!r}); "
                            "write it with labkit.export.weights.save_weights")
@@ -140,13 +161,27 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
         manifest = json.loads(meta[MANIFEST_KEY])
     except json.JSONDecodeError as e:
         raise WeightsError(f"{p.name}: the manifest is not valid JSON ({e})") from None
+    if not isinstance(manifest, dict):
+        raise WeightsError(f"{p.name}: the manifest is a JSON {type(manifest).__name__}, not an object")
     if manifest.get("format") != FORMAT:
         raise WeightsError(f"{p.name}: manifest format {manifest.get('format')!r}, expected {FORMAT!r}")
     v = manifest.get("manifest_version")
     if v not in SUPPORTED_VERSIONS:
         raise WeightsError(f"{p.name}: unsupported manifest_version {v!r}; this labkit reads "
                            f"{list(SUPPORTED_VERSIONS)}. Upgrade labkit or re-export the weights.")
+    for k, typ in (("config", dict), ("tensors", list), ("sha256", str)):
+        if not isinstance(manifest.get(k), typ):
+            got = "missing" if k not in manifest else f"a {type(manifest[k]).__name__}"
+            raise WeightsError(f"{p.name}: manifest field {k!r} is {got}, expected a {typ.__name__}; re-export the weights")
+    if not all(isinstance(t, list) and len(t) == 3 for t in manifest["tensors"]):
+        raise WeightsError(f"{p.name}: manifest 'tensors' must list [name, dtype, shape] entries")
     return manifest
+
+
+def read_manifest(path: str | Path) -> dict[str, Any]:
+    """The manifest of a labkit safetensors file, reading only its header (Lab 05)."""
+    p = Path(path)
+    return _parse_manifest(p, _checked_header(p)[1])
 
 
 def _problems(have: dict[str, tuple[str, tuple[int, ...]]], want: dict[str, tuple[int, ...]],
@@ -170,11 +205,11 @@ def _problems(have: dict[str, tuple[str, tuple[int, ...]]], want: dict[str, tupl
 
 def read_weights(path: str | Path, cfg: GPTConfig | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Validated (flat dict, manifest) from a labkit safetensors file; WeightsError on any mismatch (Lab 05)."""
-    from safetensors import safe_open
-    from safetensors.numpy import load_file
-
     p = Path(path)
-    manifest = read_manifest(p)
+    _checked_header(p)  # pickle, structure: before reading a possibly large file in full
+    data = p.read_bytes()  # read once: what is checked is what is loaded
+    index, meta = _checked_header(p, data)
+    manifest = _parse_manifest(p, meta)
     try:
         file_cfg = GPTConfig(**manifest["config"])
     except (TypeError, ValueError) as e:
@@ -183,29 +218,23 @@ def read_weights(path: str | Path, cfg: GPTConfig | None = None) -> tuple[dict[s
         diff = {k: (v, getattr(cfg, k)) for k, v in asdict(file_cfg).items() if getattr(cfg, k) != v}
         raise WeightsError(f"{p.name} holds weights for a different model: (file, model) differ in {diff}")
     want = param_shapes(file_cfg)
-    listed = {n: (dt, tuple(s)) for n, dt, s in manifest["tensors"]}
-    with safe_open(str(p), framework="np") as f:  # header only: names, dtypes, shapes
-        on_disk = {n: (_np_dtype(f.get_slice(n).get_dtype()), tuple(f.get_slice(n).get_shape()))
-                   for n in f.keys()}
+    try:
+        listed = {n: (dt, tuple(s)) for n, dt, s in manifest["tensors"]}
+    except TypeError:
+        raise WeightsError(f"{p.name}: manifest 'tensors' entries are not [name, dtype, [shape]]") from None
+    on_disk = {n: (dt, shape) for n, (dt, shape, _, _) in index.items()}
     problems = _problems(listed, want, "the manifest") + _problems(on_disk, want, "the file")
     if not problems and listed != on_disk:
         problems.append("the manifest's tensor list does not describe the file's tensors")
     if problems:
         raise WeightsError(f"{p.name} does not match {file_cfg}:\n  " + "\n  ".join(problems))
-    flat = load_file(str(p))  # raw bytes -> numpy; no code runs
+    flat = tensors_from(data, index)  # raw bytes -> numpy; no code runs
     got = content_hash(flat, list(want))
     if got != manifest["sha256"]:
         raise WeightsError(f"{p.name}: content hash mismatch — the manifest says sha256 "
                            f"{manifest['sha256'][:16]}..., the tensors hash to {got[:16]}.... "
                            "The file was modified or corrupted after it was written; re-export it.")
     return {n: flat[n] for n in want}, manifest
-
-
-def _np_dtype(st_dtype: str) -> str:
-    """safetensors dtype code ("F32") -> numpy name ("float32")."""
-    table = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
-             "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
-    return table.get(st_dtype, st_dtype)
 
 
 def load_weights(path: str | Path, model: Any) -> Any:

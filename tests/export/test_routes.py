@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import jax
@@ -14,7 +15,7 @@ from flax import nnx
 
 from labkit.runtime import device
 
-from labkit.export import routes as export, stablehlo as export_hlo, kv_cache, weights
+from labkit.export import routes as export, stablehlo as export_hlo, bundle, kv_cache
 from labkit.gpt.flax_model import FlaxGPT
 from labkit.gpt.convert import flax_to_torch, flat_params_numpy
 from labkit.gpt.config import get_config
@@ -31,12 +32,10 @@ def models() -> tuple[FlaxGPT, torch.nn.Module, dict[str, np.ndarray]]:
 
 
 @pytest.fixture(scope="module")
-def artifact(tmp_path_factory: pytest.TempPathFactory, models) -> tuple[Path, Path, object]:
-    d = tmp_path_factory.mktemp("art")
-    exp = export_hlo.export_forward(CFG)
-    export_hlo.save_artifact(exp, d / "fwd.jaxexport")
-    weights.save_weights(models[0], d / "w.safetensors")
-    return d / "fwd.jaxexport", d / "w.safetensors", exp
+def artifact(tmp_path_factory: pytest.TempPathFactory, models) -> tuple[Path, object]:
+    d = tmp_path_factory.mktemp("art") / "gpt"
+    export.save_bundle(models[0], d)
+    return d, bundle.verify(d).program("forward")
 
 
 def _tokens(b: int, t: int, seed: int = 0) -> np.ndarray:
@@ -44,7 +43,7 @@ def _tokens(b: int, t: int, seed: int = 0) -> np.ndarray:
 
 
 def test_forward_artifact_describes_itself(artifact) -> None:
-    _, _, exp = artifact
+    _, exp = artifact
     info = export_hlo.describe(exp)
     assert info["platforms"] == ["cpu", "cuda", "tpu"]
     assert "tokens (b, t) int32" in info["inputs"]
@@ -57,10 +56,11 @@ def test_forward_artifact_describes_itself(artifact) -> None:
 
 
 def test_fresh_process_parity_with_torch(artifact, models) -> None:
-    art, wpath, _ = artifact
+    root, _ = artifact
     tokens = _tokens(3, CFG.seq_len)
-    logits, info = export_hlo.run_fresh_process(art, wpath, tokens)
-    assert info["modules"] == [], "the artifact must run without flax, labkit or torch"
+    logits, info = export_hlo.run_fresh_process(root, tokens)
+    assert info["modules"] == [], "the artifact must run without flax, labkit, torch or safetensors"
+    assert info["signature"] == "none"
     assert info["platform"] == jax.devices()[0].platform
     with torch.no_grad():
         ref = models[1](torch.from_numpy(tokens).long()).numpy()
@@ -70,7 +70,7 @@ def test_fresh_process_parity_with_torch(artifact, models) -> None:
 
 
 def test_symbolic_batch_and_length(artifact, models) -> None:
-    loaded = export_hlo.load_artifact(artifact[0])
+    loaded = artifact[1]
     flat = models[2]
     for b, t in ((1, 1), (4, 7)):  # (3, seq_len) ran in the fresh process above
         tok = _tokens(b, t, seed=b)
@@ -80,6 +80,45 @@ def test_symbolic_batch_and_length(artifact, models) -> None:
             assert export.max_abs_diff(out, models[1](torch.from_numpy(tok).long())) < TOL
     with pytest.raises(Exception, match="t <= 32|constraint|shape"):
         loaded.call(flat, _tokens(1, CFG.seq_len + 1))  # longer than the context: the artifact refuses
+
+
+def test_fresh_process_refuses_what_the_loader_refuses(artifact, tmp_path: Path) -> None:
+    # Today's bypass: the fresh process read weights with safetensors.load_file and accepted a flipped bit.
+    root = Path(shutil.copytree(artifact[0], tmp_path / "gpt"))
+    raw = bytearray((root / bundle.WEIGHTS).read_bytes())
+    raw[-7] ^= 0x10
+    (root / bundle.WEIGHTS).write_bytes(raw)
+    with pytest.raises(bundle.BundleError, match=r"gpt/weights.safetensors: SHA-256 .* does not match"):
+        export_hlo.run_fresh_process(root, _tokens(1, 4))
+    sk, pk = bundle.new_ed25519_key()
+    (tmp_path / "pub.pem").write_bytes(pk)
+    with pytest.raises(bundle.BundleError, match=r"gpt/bundle.sig: missing, but a key was given"):
+        export_hlo.run_fresh_process(artifact[0], _tokens(1, 4), key=tmp_path / "pub.pem")
+
+
+def test_fresh_process_refuses_a_program_exported_for_another_config(models, tmp_path: Path) -> None:
+    # n_head=4 and n_head=2 share every tensor shape: only the program's config tag tells them apart.
+    other = tmp_path / "other"
+    export.save_bundle(FlaxGPT(get_config("test", n_head=4), rngs=nnx.Rngs(1)), other)
+    mixed = tmp_path / "gpt"
+    export.save_bundle(models[0], mixed)
+    data = (other / "forward.jaxexport").read_bytes()
+    (mixed / "forward.jaxexport").write_bytes(data)
+    m = json.loads((mixed / bundle.MANIFEST).read_text())
+    m["programs"]["forward"].update(bytes=len(data), sha256=bundle.sha256(data))  # digests made to agree
+    (mixed / bundle.MANIFEST).write_text(json.dumps(m))
+    with pytest.raises(bundle.BundleError, match=r"gpt/forward.jaxexport: exported as .*different model config"):
+        export_hlo.run_fresh_process(mixed, _tokens(1, 4))
+
+
+def test_load_bundle_refuses_another_config_untouched(artifact) -> None:
+    target = FlaxGPT(get_config("test", seq_len=16), rngs=nnx.Rngs(2))
+    before = flat_params_numpy(target)
+    with pytest.raises(bundle.BundleError, match=r"gpt/weights.safetensors: weights for another model.*seq_len"):
+        export.load_bundle(artifact[0], target)
+    assert all(np.array_equal(before[k], v) for k, v in flat_params_numpy(target).items())
+    with pytest.raises(ValueError, match="unknown programs"):
+        export.save_bundle(target, artifact[0].parent / "x", programs=("backward",))
 
 
 def test_step_artifact_round_trip_matches_native(models) -> None:

@@ -13,7 +13,7 @@ import torch
 from flax import nnx
 from safetensors.numpy import save_file
 
-from labkit.export import weights
+from labkit.export import bundle, weights
 from labkit.gpt.flax_model import FlaxGPT
 from labkit.gpt.torch_model import TorchGPT
 from labkit.gpt.convert import flat_params_numpy
@@ -224,3 +224,38 @@ def test_convert_trusted_checkpoint_uses_weights_only(tmp_path: Path, flax_model
     with pytest.raises(pickle.UnpicklingError):
         weights.convert_torch_checkpoint(tmp_path / "evil.pt", tmp_path / "evil.safetensors", CFG)
     assert not (tmp_path / "evil.safetensors").exists()
+
+
+@pytest.mark.parametrize("case, make, match", [
+    ("truncated", lambda raw: raw[:-100], r"bad.safetensors: 100 bytes missing \(truncated\)"),
+    ("trailing zeros", lambda raw: raw + b"\0" * 64, r"bad.safetensors: 64 trailing bytes after the tensors"),
+    ("huge header length", lambda raw: (2**62).to_bytes(8, "little") + raw[8:],
+     r"bad.safetensors: header length 4611686018427387904 bytes does not fit"),
+    ("empty", lambda raw: b"", r"bad.safetensors: 0 bytes, too short"),
+])
+def test_broken_safetensors_named_in_the_error(case: str, make: Callable[[bytes], bytes], match: str,
+                                               tmp_path: Path, good: Path, target: Any) -> None:
+    # safetensors itself raises SafetensorError without the file's name for these.
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(make(good.read_bytes()))
+    _refused(bad, target, match)
+    with pytest.raises(WeightsError, match=match):
+        weights.read_manifest(bad)
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda m: m.pop("tensors"), r"manifest field 'tensors' is missing"),
+    (lambda m: m.pop("sha256"), r"manifest field 'sha256' is missing"),
+    (lambda m: m.pop("config"), r"manifest field 'config' is missing"),
+    (lambda m: m.update(tensors={"a": 1}), r"manifest field 'tensors' is a dict, expected a list"),
+    (None, r"the manifest is a JSON list, not an object"),  # None: write [manifest]
+])
+def test_malformed_manifest_is_a_weights_error(edit: Callable[[dict], Any] | None, match: str, tmp_path: Path,
+                                               good: Path, target: Any) -> None:
+    flat, m = _parts(good)
+    if edit is not None:
+        edit(m)  # in place
+    bad = tmp_path / "bad.safetensors"
+    save_file(flat, str(bad), metadata={MANIFEST_KEY: json.dumps(m if edit is not None else [m])})
+    _refused(bad, target, "bad.safetensors: " + match)
+    assert issubclass(WeightsError, bundle.BundleError)  # one error type for the whole loader

@@ -1,0 +1,366 @@
+"""One bundle, one loader: weights + programs bound by a manifest, checked before loading (Lab 05).
+
+A bundle is a folder::
+
+    bundle.json          the manifest: config, every file's size and SHA-256, every tensor's SHA-256
+    bundle.sig           optional: a signature over bundle.json's exact bytes (Ed25519 or HMAC-SHA256)
+    weights.safetensors  canonical fp32 weights (``labkit.export.weights``)
+    forward.jaxexport    serialized ``jax.export`` programs, one file each, with their platforms
+
+**Integrity** (the digests) catches accidents: a flipped bit, a truncated copy, trailing bytes, a
+file from another bundle. It cannot stop someone who can edit the files — they rewrite the digests
+too. **Authenticity** (the signature) does: the verifier holds a key the bundle does not carry
+(an Ed25519 public key, or an HMAC secret), so an edited manifest no longer matches its signature.
+
+:func:`verify` reads every file once into memory and checks, in this order and before anything is
+deserialized: the signature (when a key is given), the manifest's schema, the config digests that
+bind each program to the weights' config, each file's size and SHA-256, the safetensors header
+(structure only: lengths, offsets, no trailing bytes) and each tensor's SHA-256. Only
+:meth:`Verified.tensors` and :meth:`Verified.program` then turn the *verified* bytes into arrays
+and a program. Any refusal is a :class:`BundleError` naming the file.
+
+This module imports nothing from labkit (numpy, and lazily cryptography and jax), so a fresh
+serving process loads it by file path and verifies a bundle without the course or the model code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FORMAT, VERSION = "labkit.export.bundle", 1
+MANIFEST, SIGNATURE, WEIGHTS = "bundle.json", "bundle.sig", "weights.safetensors"
+MAX_MANIFEST_BYTES = 1 << 20  # a manifest is a few KiB; a bigger one is not ours
+MAX_HEADER_BYTES = 100_000_000  # safetensors' own header limit (bytes)
+ST_DTYPES = {"F64": ("float64", 8), "F32": ("float32", 4), "F16": ("float16", 2), "BF16": ("bfloat16", 2),
+             "I64": ("int64", 8), "I32": ("int32", 4), "I16": ("int16", 2), "I8": ("int8", 1),
+             "U8": ("uint8", 1), "BOOL": ("bool", 1)}
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")  # no folders, no "..": files stay in the bundle
+Key = Any  # bytes (HMAC secret or PEM), a path to a key file, or a cryptography Ed25519 key
+
+
+class BundleError(ValueError):
+    """A bundle or weights file the loader refuses; the message names the file and the problem (Lab 05)."""
+
+
+def sha256(data: bytes) -> str:
+    """Hex SHA-256 of bytes (Lab 05)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def config_digest(config: dict[str, Any]) -> str:
+    """SHA-256 of a config dict in canonical JSON (sorted keys): what binds programs to weights (Lab 05)."""
+    return sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode())
+
+
+def program_tag(config: dict[str, Any], kind: str = "forward") -> str:
+    """The function name a program is exported under, e.g. gpt_forward_cfg1a2b...; it travels inside it (Lab 05)."""
+    return f"gpt_{kind}_cfg{config_digest(config)[:16]}"
+
+
+def parse_safetensors(data: bytes, where: str, total: int | None = None
+                      ) -> tuple[dict[str, tuple[str, tuple[int, ...], int, int]], dict[str, str], int]:
+    """Check a safetensors file's structure -> ({name: (dtype, shape, begin, end)}, metadata, data start) (Lab 05).
+
+    ``data`` is the whole file, or only its first bytes (at least the header) with ``total`` the
+    file's size: the structure (lengths, offsets that tile the rest exactly) is checked without the tensors.
+    """
+    total = len(data) if total is None else total
+    if total < 8:
+        raise BundleError(f"{where}: {total} bytes, too short for a safetensors file (empty or truncated)")
+    (n,) = struct.unpack("<Q", data[:8])  # little-endian u64: the JSON header's length in bytes
+    if n > MAX_HEADER_BYTES or 8 + n > total or 8 + n > len(data):
+        raise BundleError(f"{where}: header length {n} bytes does not fit the {total}-byte file "
+                          "(truncated, or not a safetensors file)")
+    try:
+        header = json.loads(data[8:8 + n])
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BundleError(f"{where}: the safetensors header is not JSON ({e})") from None
+    if not isinstance(header, dict):
+        raise BundleError(f"{where}: the safetensors header is a {type(header).__name__}, not an object")
+    meta = header.pop("__metadata__", None) or {}
+    tensors, spans = {}, []
+    for name, t in header.items():
+        try:
+            dtype, shape, (begin, end) = t["dtype"], tuple(int(s) for s in t["shape"]), t["data_offsets"]
+            itemsize = ST_DTYPES[dtype][1]
+        except (KeyError, TypeError, ValueError):
+            raise BundleError(f"{where}: malformed header entry for tensor {name!r}: {str(t)[:120]}") from None
+        if end - begin != int(np.prod(shape, dtype=np.int64)) * itemsize or begin < 0:
+            raise BundleError(f"{where}: tensor {name!r} {dtype}{list(shape)} does not fit offsets {[begin, end]}")
+        tensors[name] = (ST_DTYPES[dtype][0], shape, 8 + n + begin, 8 + n + end)
+        spans.append((begin, end))
+    covered = 0
+    for begin, end in sorted(spans):  # tensors must tile the data section: no gaps, no overlaps
+        if begin != covered:
+            raise BundleError(f"{where}: tensor data has a gap or overlap at byte {8 + n + begin}")
+        covered = end
+    if 8 + n + covered != total:
+        extra = total - (8 + n + covered)
+        what = f"{extra} trailing bytes after the tensors" if extra > 0 else f"{-extra} bytes missing (truncated)"
+        raise BundleError(f"{where}: {what}; the file was cut or appended to after it was written")
+    return tensors, meta, 8 + n
+
+
+def tensors_from(data: bytes, index: dict[str, tuple[str, tuple[int, ...], int, int]]) -> dict[str, np.ndarray]:
+    """{name: array} from a checked safetensors file's bytes and its parse_safetensors index (Lab 05)."""
+    out = {}
+    for name, (dt, shape, begin, end) in index.items():
+        # safetensors stores little-endian; bfloat16 comes from ml_dtypes, a JAX dependency
+        dtype = __import__("ml_dtypes").bfloat16 if dt == "bfloat16" else np.dtype(dt).newbyteorder("<")
+        arr = np.frombuffer(data, dtype, count=(end - begin) // np.dtype(dtype).itemsize, offset=begin)
+        out[name] = arr.reshape(shape).astype(np.dtype(dtype).newbyteorder("="))  # a writable native copy
+    return out
+
+
+# ---------------------------------------------------------------- keys and signatures
+
+
+def _key_bytes(key: Key) -> bytes | Any:
+    """A key as given: cryptography key objects pass through; a path is read; str/bytes are the key."""
+    if isinstance(key, Path) or (isinstance(key, str) and Path(key).is_file()):
+        return Path(key).read_bytes()
+    return key.encode() if isinstance(key, str) else key
+
+
+def _as_key(key: Key, private: bool) -> tuple[str, Any]:
+    """("ed25519", key object) or ("hmac-sha256", secret bytes): the key, not the bundle, picks the algorithm."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    k = _key_bytes(key)
+    if isinstance(k, (ed25519.Ed25519PrivateKey, ed25519.Ed25519PublicKey)):
+        obj = k
+    elif k.lstrip().startswith(b"-----BEGIN PRIVATE KEY"):
+        obj = serialization.load_pem_private_key(k, password=None)
+    elif k.lstrip().startswith(b"-----BEGIN PUBLIC KEY"):
+        obj = serialization.load_pem_public_key(k)
+    else:
+        if len(k.strip()) < 16:
+            raise BundleError("an HMAC secret must be at least 16 bytes")
+        return "hmac-sha256", k.strip()
+    if private and not isinstance(obj, ed25519.Ed25519PrivateKey):
+        raise BundleError("signing needs an Ed25519 private key (or an HMAC secret)")
+    if not private and isinstance(obj, ed25519.Ed25519PrivateKey):
+        obj = obj.public_key()  # verifying with the private key works; ship only the public one
+    if not isinstance(obj, (ed25519.Ed25519PrivateKey, ed25519.Ed25519PublicKey)):
+        raise BundleError(f"unsupported key type {type(obj).__name__}: use Ed25519 or an HMAC secret")
+    return "ed25519", obj
+
+
+def new_ed25519_key() -> tuple[bytes, bytes]:
+    """A fresh Ed25519 key pair as PEM bytes (private, public); keep the private one off the bundle (Lab 05)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    sk = ed25519.Ed25519PrivateKey.generate()
+    return (sk.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption()),
+            sk.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+
+
+def sign(root: str | Path, key: Key) -> Path:
+    """Write bundle.sig: an Ed25519 (or HMAC-SHA256) signature over bundle.json's bytes (Lab 05)."""
+    root = Path(root)
+    raw = (root / MANIFEST).read_bytes()
+    alg, k = _as_key(key, private=True)
+    sig = hmac.new(k, raw, hashlib.sha256).digest() if alg == "hmac-sha256" else k.sign(raw)
+    out = root / SIGNATURE
+    out.write_text(json.dumps({"algorithm": alg, "signature": sig.hex()}) + "\n")
+    return out
+
+
+def _check_signature(root: Path, raw: bytes, key: Key) -> str:
+    """Verify bundle.sig over the manifest bytes with the caller's key; returns the algorithm."""
+    from cryptography.exceptions import InvalidSignature
+
+    where = f"{root.name}/{SIGNATURE}"
+    alg, k = _as_key(key, private=False)
+    if not (root / SIGNATURE).is_file():
+        raise BundleError(f"{where}: missing, but a key was given: an unsigned bundle is not authentic")
+    try:
+        sig = json.loads((root / SIGNATURE).read_text())
+        got_alg, value = sig["algorithm"], bytes.fromhex(sig["signature"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise BundleError(f"{where}: not a labkit signature file ({e})") from None
+    if got_alg != alg:
+        raise BundleError(f"{where}: signed with {got_alg}, but the key given is for {alg}")
+    if alg == "hmac-sha256":
+        ok = hmac.compare_digest(hmac.new(k, raw, hashlib.sha256).digest(), value)
+    else:
+        try:
+            k.verify(value, raw)
+            ok = True
+        except InvalidSignature:
+            ok = False
+    if not ok:
+        raise BundleError(f"{root.name}/{MANIFEST}: the signature does not match — the manifest was "
+                          "edited after signing, or signed with another key. Do not serve this bundle.")
+    return alg
+
+
+# ---------------------------------------------------------------- writing
+
+
+def write(root: str | Path, config: dict[str, Any], weights: bytes, programs: dict[str, tuple[bytes, list[str]]],
+          info: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write a bundle folder from weights bytes and {name: (program bytes, platforms)}; returns the manifest (Lab 05)."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    tensors, _, _ = parse_safetensors(weights, f"{root.name}/{WEIGHTS}")
+    cfg_sha = config_digest(config)
+    manifest = {
+        "format": FORMAT, "bundle_version": VERSION, "config": config, "config_sha256": cfg_sha,
+        "weights": {"file": WEIGHTS, "bytes": len(weights), "sha256": sha256(weights),
+                    "tensors": [[n, dt, list(s), sha256(weights[b:e])] for n, (dt, s, b, e) in tensors.items()]},
+        "programs": {name: {"file": f"{name}.jaxexport", "bytes": len(data), "sha256": sha256(data),
+                            "platforms": list(platforms), "config_sha256": cfg_sha}
+                     for name, (data, platforms) in programs.items()},
+        **(info or {}),
+    }
+    (root / WEIGHTS).write_bytes(weights)
+    for name, (data, _) in programs.items():
+        (root / f"{name}.jaxexport").write_bytes(data)
+    (root / SIGNATURE).unlink(missing_ok=True)  # an old signature does not cover the new manifest
+    (root / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+# ---------------------------------------------------------------- verifying and loading
+
+
+def _schema(m: Any, where: str) -> None:
+    """Refuse a manifest whose shape is wrong, naming the first missing or mistyped field."""
+    if not isinstance(m, dict):
+        raise BundleError(f"{where}: the manifest is a JSON {type(m).__name__}, not an object")
+    if m.get("format") != FORMAT:
+        raise BundleError(f"{where}: format {m.get('format')!r}, expected {FORMAT!r}")
+    if m.get("bundle_version") != VERSION:
+        raise BundleError(f"{where}: bundle_version {m.get('bundle_version')!r}; this labkit reads {VERSION}. "
+                          "Upgrade labkit or re-export the bundle.")
+    need = {"config": dict, "config_sha256": str, "weights": dict, "programs": dict}
+    entry = {"file": str, "bytes": int, "sha256": str}
+    checks = [("", m, need), ("weights.", m.get("weights"), {**entry, "tensors": list})]
+    checks += [(f"programs.{k}.", p, {**entry, "platforms": list, "config_sha256": str})
+               for k, p in (m.get("programs") or {}).items()]
+    for prefix, obj, fields in checks:
+        if not isinstance(obj, dict):
+            raise BundleError(f"{where}: {prefix.rstrip('.') or 'manifest'} is not an object")
+        for k, typ in fields.items():
+            if not isinstance(obj.get(k), typ):
+                got = "missing" if k not in obj else f"a {type(obj[k]).__name__}"
+                raise BundleError(f"{where}: field '{prefix}{k}' is {got}, expected a {typ.__name__}")
+        if "file" in fields and not _SAFE_NAME.match(obj["file"]):
+            raise BundleError(f"{where}: {prefix}file {obj['file']!r} is not a plain file name in the bundle")
+
+
+def _read(root: Path, entry: dict[str, Any]) -> bytes:
+    """A listed file's bytes, after its size and SHA-256 match the manifest."""
+    where, p = f"{root.name}/{entry['file']}", root / entry["file"]
+    if not p.is_file():
+        raise BundleError(f"{where}: listed in the manifest but missing")
+    data = p.read_bytes()
+    if len(data) != entry["bytes"]:
+        what = "empty" if not data else "truncated" if len(data) < entry["bytes"] else "has trailing bytes"
+        raise BundleError(f"{where}: {len(data)} bytes, the manifest says {entry['bytes']} ({what})")
+    if sha256(data) != entry["sha256"]:
+        raise BundleError(f"{where}: SHA-256 {sha256(data)[:16]}... does not match the manifest's "
+                          f"{entry['sha256'][:16]}...: the file was corrupted or replaced. Re-export it.")
+    return data
+
+
+@dataclass
+class Verified:
+    """A bundle whose every byte matched its manifest: load tensors and programs from here (Lab 05)."""
+
+    root: Path
+    manifest: dict[str, Any]
+    signature: str  # "ed25519" / "hmac-sha256" (checked), "unchecked (no key given)", "none"
+    blobs: dict[str, bytes] = field(repr=False)
+    index: dict[str, tuple[str, tuple[int, ...], int, int]] = field(repr=False)
+
+    def tensors(self) -> dict[str, np.ndarray]:
+        """The weights as {name: array}, copied out of the verified bytes (Lab 05)."""
+        return tensors_from(self.blobs[self.manifest["weights"]["file"]], self.index)
+
+    def program(self, name: str = "forward") -> Any:
+        """Deserialize a verified program; refuses one not exported for this bundle's config (Lab 05)."""
+        import jax
+
+        entry = self.manifest["programs"].get(name)
+        if entry is None:
+            raise BundleError(f"{self.root.name}: no program {name!r}; it has {sorted(self.manifest['programs'])}")
+        where = f"{self.root.name}/{entry['file']}"
+        try:
+            exp = jax.export.deserialize(bytearray(self.blobs[entry["file"]]))
+        except Exception as e:  # flatbuffer/version errors: struct.error, ValueError, ...
+            raise BundleError(f"{where}: not a jax.export artifact this jax {jax.__version__} can read "
+                              f"({type(e).__name__}: {e})") from None
+        want = program_tag(self.manifest["config"], name)
+        if exp.fun_name != want:
+            raise BundleError(f"{where}: exported as {exp.fun_name!r}, but this bundle's config needs {want!r}: "
+                              "the program was exported for a different model config")
+        if list(exp.platforms) != entry["platforms"]:
+            raise BundleError(f"{where}: lowered for {list(exp.platforms)}, the manifest says {entry['platforms']}")
+        return exp
+
+    def summary(self) -> str:
+        """One line: folder, config, tensor count, programs and platforms, signature status (Lab 05)."""
+        c, m = self.manifest["config"], self.manifest
+        progs = ", ".join(f"{k} [{'/'.join(p['platforms'])}]" for k, p in m["programs"].items()) or "no programs"
+        size = sum(len(b) for b in self.blobs.values()) / 2**20
+        return (f"OK {self.root.name}: GPT {c.get('n_layer')}x{c.get('d_model')} (n_head {c.get('n_head')}), "
+                f"{len(self.index)} tensors, {progs}, {size:.2f} MiB; digests match; signature: {self.signature}")
+
+
+def verify(path: str | Path, key: Key | None = None) -> Verified:
+    """Check a bundle (folder or its bundle.json) before anything is deserialized -> Verified (Lab 05)."""
+    root = Path(path)
+    root = root.parent if root.name == MANIFEST else root
+    where = f"{root.name}/{MANIFEST}"
+    if not (root / MANIFEST).is_file():
+        raise BundleError(f"{where}: no bundle here (expected a folder with {MANIFEST})")
+    raw = (root / MANIFEST).read_bytes()
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise BundleError(f"{where}: {len(raw)} bytes, larger than any labkit manifest")
+    # Authenticity first: with a key, nothing the bundle says is believed before its signature checks.
+    signature = _check_signature(root, raw, key) if key is not None else (
+        "unchecked (no key given)" if (root / SIGNATURE).is_file() else "none")
+    try:
+        m = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BundleError(f"{where}: not valid JSON ({e})") from None
+    _schema(m, where)
+    if config_digest(m["config"]) != m["config_sha256"]:
+        raise BundleError(f"{where}: config_sha256 does not match the config it sits next to")
+    for name, p in m["programs"].items():
+        if p["config_sha256"] != m["config_sha256"]:
+            raise BundleError(f"{root.name}/{p['file']}: program {name!r} was exported for another config "
+                              f"(sha256 {p['config_sha256'][:12]}...) than the weights' ({m['config_sha256'][:12]}...)")
+    blobs = {m["weights"]["file"]: _read(root, m["weights"])}
+    blobs.update({p["file"]: _read(root, p) for p in m["programs"].values()})
+    wname = f"{root.name}/{m['weights']['file']}"
+    index, meta, _ = parse_safetensors(blobs[m["weights"]["file"]], wname)
+    listed = [(n, dt, tuple(s), d) for n, dt, s, d in m["weights"]["tensors"]]
+    if [(n, dt, s) for n, dt, s, _ in listed] != [(n, *index[n][:2]) for n in index]:
+        raise BundleError(f"{wname}: its tensors (names, dtypes, shapes) differ from the manifest's list")
+    blob = blobs[m["weights"]["file"]]
+    for n, _, _, digest in listed:
+        if sha256(blob[index[n][2]:index[n][3]]) != digest:
+            raise BundleError(f"{wname}: tensor {n!r} does not match its SHA-256 in the manifest")
+    try:  # the weights carry their own manifest (labkit.export.weights): it must name the same config
+        wcfg = json.loads(meta["labkit_manifest"])["config"]
+    except (KeyError, TypeError, ValueError):
+        raise BundleError(f"{wname}: no labkit weights manifest with a config in its header") from None
+    if wcfg != m["config"]:
+        diff = {k: (wcfg.get(k), v) for k, v in m["config"].items() if wcfg.get(k) != v}
+        raise BundleError(f"{wname}: written for another model config; (weights, bundle) differ in {diff}")
+    return Verified(root, m, signature, blobs, index)
