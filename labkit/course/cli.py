@@ -1,4 +1,4 @@
-"""The `labkit` command: run, doctor, lower, student, list (Lab 00)."""
+"""The `labkit` command: run, doctor, lower, student, verify, list (Lab 00)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,10 @@ def _parser() -> argparse.ArgumentParser:
     lo = sub.add_parser("lower", help="lower every lab's compiled functions for TPU/CUDA (no hardware needed)")
     lo.add_argument("names", nargs="*", help="registered functions (default: all)")
     lo.add_argument("--platform", default="tpu,cuda", help="comma-separated: cpu, cuda, tpu, rocm")
+    ve = sub.add_parser("verify", help="check a Lab 05 bundle (or a .safetensors file): digests, structure, signature")
+    ve.add_argument("path", help="a bundle folder (or its bundle.json), or a labkit .safetensors weights file")
+    ve.add_argument("--key", default=None,
+                    help="Ed25519 public key PEM or HMAC secret file: also require a valid signature")
     sub.add_parser("list", help="list the labs")
     return p
 
@@ -48,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         d = doctor.diagnose()
         print(doctor.format_report(d))
         return 1 if any(f.level == "error" for f in d["findings"]) else 0
+    if args.command == "verify":
+        return _verify(args.path, args.key)
     if args.command == "student":
         return _student(args.labs, args.out)
     if args.check_mode:
@@ -62,6 +68,27 @@ def main(argv: list[str] | None = None) -> int:
     failed = [lab["name"] for lab in report["labs"] if lab["status"] != "ok"]
     print(f"report: {args.out}/report.html  ({len(report['labs']) - len(failed)} ok, {len(failed)} failed)")
     return 1 if failed else 0
+
+
+def _verify(path: str, key: str | None) -> int:
+    from labkit.export import bundle, weights
+
+    try:
+        if key is not None and not Path(key).is_file():
+            raise bundle.BundleError(f"no key file at {key}")
+        if Path(path).suffix == ".safetensors":  # a bare weights file: integrity only, it carries no signature
+            if key is not None:
+                raise bundle.BundleError(f"{Path(path).name}: a bare weights file cannot be signed; verify its bundle")
+            flat, m = weights.read_weights(path)
+            c = m["config"]
+            print(f"OK {Path(path).name}: GPT {c['n_layer']}x{c['d_model']}, {len(flat)} tensors, "
+                  f"content sha256 {m['sha256'][:16]}... matches (integrity only: no signature)")
+        else:
+            print(bundle.verify(path, key).summary())
+    except bundle.BundleError as e:
+        print(f"labkit verify: REFUSED {e}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _student(names: list[str], out: str) -> int:

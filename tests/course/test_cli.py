@@ -1,0 +1,80 @@
+"""labkit.course.cli: `labkit verify` on good, tampered and malformed bundles (exit codes, messages) (Lab 05)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from flax import nnx
+
+from labkit.course import cli
+from labkit.export import bundle, routes
+from labkit.gpt.config import get_config
+from labkit.gpt.flax_model import FlaxGPT
+
+SK, PK = bundle.new_ed25519_key()
+
+
+@pytest.fixture(scope="module")
+def signed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("cli")
+    routes.save_bundle(FlaxGPT(get_config("test"), rngs=nnx.Rngs(0)), d / "gpt", key=SK)
+    (d / "pub.pem").write_bytes(PK)
+    return d
+
+
+def _run(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(["verify", *argv])
+    out, err = capsys.readouterr()
+    return code, out.strip(), err.strip()
+
+
+def test_verify_good_bundle_one_line(signed: Path, capsys: pytest.CaptureFixture) -> None:
+    code, out, err = _run(capsys, str(signed / "gpt"), "--key", str(signed / "pub.pem"))
+    assert code == 0 and err == "" and len(out.splitlines()) == 1
+    assert out.startswith("OK gpt: GPT 2x32") and "signature: ed25519" in out
+    code, out, _ = _run(capsys, str(signed / "gpt" / "bundle.json"))
+    assert code == 0 and "signature: unchecked (no key given)" in out
+
+
+def test_verify_tampered_bundle(signed: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    root = Path(shutil.copytree(signed / "gpt", tmp_path / "gpt"))
+    w = root / bundle.WEIGHTS
+    raw = bytearray(w.read_bytes())
+    raw[-3] ^= 0x01
+    w.write_bytes(raw)
+    code, out, err = _run(capsys, str(root))
+    assert code == 1 and out == "" and "REFUSED gpt/weights.safetensors: SHA-256" in err
+    # The editor recomputes the digests: integrity passes, the signature does not.
+    m = json.loads((root / bundle.MANIFEST).read_text())
+    index, _, _ = bundle.parse_safetensors(bytes(raw), "w")
+    m["weights"].update(bytes=len(raw), sha256=bundle.sha256(bytes(raw)),
+                        tensors=[[n, dt, list(s), bundle.sha256(bytes(raw[b:e]))] for n, (dt, s, b, e) in index.items()])
+    (root / bundle.MANIFEST).write_text(json.dumps(m))
+    assert _run(capsys, str(root))[0] == 0
+    code, _, err = _run(capsys, str(root), "--key", str(signed / "pub.pem"))
+    assert code == 1 and "REFUSED gpt/bundle.json: the signature does not match" in err
+
+
+def test_verify_malformed_inputs(signed: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    root = Path(shutil.copytree(signed / "gpt", tmp_path / "gpt"))
+    (root / bundle.MANIFEST).write_text("[]")
+    code, _, err = _run(capsys, str(root))
+    assert code == 1 and "gpt/bundle.json: the manifest is a JSON list" in err
+    code, _, err = _run(capsys, str(tmp_path / "nowhere"))
+    assert code == 1 and "no bundle here" in err
+    code, _, err = _run(capsys, str(signed / "gpt"), "--key", str(tmp_path / "missing.pem"))
+    assert code == 1 and "no key file at" in err
+
+
+def test_verify_bare_weights_file(signed: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    w = signed / "gpt" / bundle.WEIGHTS
+    code, out, _ = _run(capsys, str(w))
+    assert code == 0 and "integrity only: no signature" in out
+    bad = tmp_path / "cut.safetensors"
+    bad.write_bytes(w.read_bytes()[:-10])
+    code, _, err = _run(capsys, str(bad))
+    assert code == 1 and "cut.safetensors: 10 bytes missing (truncated)" in err
+    assert _run(capsys, str(w), "--key", str(signed / "pub.pem"))[0] == 1
