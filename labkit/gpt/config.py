@@ -20,6 +20,7 @@ GELU MLP, a final LayerNorm, and a head *tied* to the token embedding
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -50,12 +51,19 @@ class GPTConfig:
     ln_eps: float = 1e-5  # LayerNorm epsilon, both frameworks
 
     def __post_init__(self) -> None:
-        if self.d_ff == 0:  # frozen dataclass: set the derived default through object
+        if self.d_ff == 0 and type(self.d_ff) is int and type(self.d_model) is int:  # frozen: set through object
             object.__setattr__(self, "d_ff", 4 * self.d_model)
         for f in ("vocab_size", "seq_len", "n_layer", "n_head", "d_model", "d_ff"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                raise ValueError(f"GPTConfig.{f} must be a positive integer, got {v!r}")
+                hint = "0 (= 4 * d_model) or " if f == "d_ff" else ""
+                raise ValueError(f"GPTConfig.{f} must be a positive integer, got {v!r}; use "
+                                 f"{hint}a whole number such as {f}={_DEFAULTS[f]}")
+        eps = self.ln_eps
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
+            # eps keeps LayerNorm's 1/sqrt(var + eps) finite: <= 0 divides by zero on a constant row
+            raise ValueError(f"GPTConfig.ln_eps (LayerNorm epsilon) must be a finite number > 0, got "
+                             f"{eps!r}; use the default ln_eps=1e-5")
         if self.d_model % self.n_head:
             divisors = [h for h in range(1, self.d_model + 1) if self.d_model % h == 0]
             best = min(divisors, key=lambda h: abs(h - self.n_head))  # nearest head count
@@ -65,7 +73,7 @@ class GPTConfig:
                 f"d_model / n_head features). Use a divisor of {self.d_model}, e.g. "
                 f"n_head={best}, or make d_model a multiple of {self.n_head}, e.g. d_model={up}."
             )
-        if self.dropout != 0.0:
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or self.dropout != 0.0:
             raise ValueError(f"dropout must be 0.0 (got {self.dropout}): the course models "
                              "have no dropout so Flax and PyTorch agree exactly")
 
@@ -74,6 +82,8 @@ class GPTConfig:
         """Features per attention head, d_model // n_head (Lab 02)."""
         return self.d_model // self.n_head
 
+
+_DEFAULTS = {f.name: f.default for f in fields(GPTConfig)} | {"d_ff": 512}  # examples for the messages
 
 # Named sizes. The byte-level sizes (vocab 256) train on the shipped Shakespeare corpus; the
 # GPT-2 sizes keep GPT-2's vocabulary (50257 padded to 50304 = 393 * 128, a matrix-unit

@@ -85,7 +85,23 @@ def load_corpus(path: str | Path | None = None, verify: bool = True) -> str:
                 f"checksum mismatch for {p}: expected sha256 {want} ({CHECKSUMS}), got {got} "
                 f"({len(data)} bytes). The file was modified or corrupted; restore it "
                 f"(git checkout -- {p.name}) or rebuild it with `{REBUILD}`.")
-    return data.decode("utf-8")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorpusError(
+            f"corpus file {p} is not UTF-8 text: byte {data[e.start]:#04x} at offset {e.start} "
+            f"({e.reason}){' although its checksum matches SHA256SUMS' if verify else ''}. Re-save it "
+            f"as UTF-8 (e.g. iconv -f latin1 -t utf-8), or rebuild the shipped corpus with `{REBUILD}`."
+        ) from None
+
+
+def check_count(value: Any, name: str, minimum: int = 1) -> int:
+    """``value`` as an int >= minimum; TypeError / ValueError naming the argument otherwise (Lab 02)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be a whole number >= {minimum}, got {value!r} ({type(value).__name__})")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}; e.g. {name}={max(minimum, 8)}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -108,8 +124,8 @@ class ByteTokenizer:
 
 def split(tokens: np.ndarray, val_fraction: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
     """(train, val): the last val_fraction of the tokens is validation; no shuffle (Lab 02)."""
-    if not 0.0 < val_fraction < 1.0:
-        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be a number in (0, 1), got {val_fraction!r}; e.g. val_fraction=0.1")
     n_val = int(len(tokens) * val_fraction)
     if n_val == 0 or n_val == len(tokens):
         raise ValueError(f"{len(tokens)} tokens are too few for val_fraction={val_fraction}")
@@ -121,6 +137,7 @@ def split(tokens: np.ndarray, val_fraction: float = 0.1) -> tuple[np.ndarray, np
 def get_batch(tokens: np.ndarray, batch: int, seq: int,
               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Random windows: x (batch, seq) int32 and y = x shifted left by one token (Lab 02)."""
+    batch, seq = check_count(batch, "batch"), check_count(seq, "seq")
     if len(tokens) < seq + 1:
         raise ValueError(f"need at least seq + 1 = {seq + 1} tokens, got {len(tokens)}")
     starts = rng.integers(0, len(tokens) - seq, size=batch)  # (batch,)
@@ -140,6 +157,7 @@ class Batcher:
     rng: np.random.Generator = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self.batch, self.seq = check_count(self.batch, "batch"), check_count(self.seq, "seq")
         self.rng = np.random.default_rng(self.seed)
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -166,8 +184,8 @@ def to_jax(x: np.ndarray, sharding: Any = None) -> Any:
 def synthetic_tokens(n: int, vocab: int = 256, seed: int = 0, n_patterns: int = 16,
                      pattern_len: int = 8) -> np.ndarray:
     """(n,) int32 tokens made of repeated random n-grams: learnable in a few steps (tests, Lab 02)."""
-    if n <= 0 or vocab <= 1:
-        raise ValueError(f"need n > 0 and vocab > 1, got n={n}, vocab={vocab}")
+    n, vocab = check_count(n, "n"), check_count(vocab, "vocab", 2)
+    n_patterns, pattern_len = check_count(n_patterns, "n_patterns"), check_count(pattern_len, "pattern_len")
     rng = np.random.default_rng(seed)
     patterns = rng.integers(0, vocab, size=(n_patterns, pattern_len))  # the "words"
     # Which word comes next is random, but inside a word every token is predictable, so the

@@ -183,3 +183,34 @@ def test_build_strips_markers_and_fails_loudly() -> None:
     # The shipped checksum file is what build.py writes for the shipped corpus.
     assert (SHIPPED / "SHA256SUMS").read_text() == (
         f"{hashlib.sha256((SHIPPED / 'shakespeare.txt').read_bytes()).hexdigest()}  shakespeare.txt\n")
+
+
+def test_non_utf8_corpus_with_a_matching_checksum(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("Fair Verona, où nous plaçons notre scène\n".encode("latin-1"))
+    (tmp_path / "SHA256SUMS").write_text(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  latin1.txt\n")
+    with pytest.raises(D.CorpusError, match=r"not UTF-8 text: byte 0xf9 at offset 14.*checksum matches.*iconv") as e:
+        D.load_corpus(path)
+    assert str(path) in str(e.value)
+    with pytest.raises(D.CorpusError, match="not UTF-8"):
+        D.load_corpus(path, verify=False)
+
+
+@pytest.mark.parametrize(("kwargs", "err", "match"), [
+    ({"seq": -3}, ValueError, r"seq must be >= 1, got -3"),
+    ({"seq": 0}, ValueError, r"seq must be >= 1, got 0"),
+    ({"batch": 0}, ValueError, r"batch must be >= 1, got 0"),
+    ({"batch": -2}, ValueError, r"batch must be >= 1, got -2"),
+    ({"seq": 2.5}, TypeError, r"seq must be a whole number"),
+    ({"batch": float("nan")}, TypeError, r"batch must be a whole number.*nan"),
+    ({"seq": True}, TypeError, r"seq"),
+])
+def test_get_batch_refuses_bad_sizes(kwargs: dict, err: type, match: str) -> None:
+    tokens = D.synthetic_tokens(100)
+    args = {"batch": 2, "seq": 8, **kwargs}
+    with pytest.raises(err, match=match):
+        D.get_batch(tokens, args["batch"], args["seq"], np.random.default_rng(0))
+    with pytest.raises(err, match=match):
+        D.Batcher(tokens, args["batch"], args["seq"])
+    x, y = D.get_batch(tokens, np.int64(2), 8, np.random.default_rng(0))  # numpy ints are fine
+    assert x.shape == y.shape == (2, 8)
