@@ -27,6 +27,19 @@ class ShardingError(ValueError):
     """A mesh or layout that cannot work: wrong device count, non-divisible dimension (Lab 03)."""
 
 
+def check_int(value: Any, name: str, minimum: int = 1, fix: str = "") -> int:
+    """``value`` as an int >= minimum; TypeError / ShardingError (a ValueError) naming it otherwise (Lab 03)."""
+    import numbers
+
+    # A float such as 8.9 is refused, not truncated: a mesh of 8 would silently be a different run.
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be a whole number >= {minimum}, got {value!r} "
+                        f"({type(value).__name__}){fix and '; ' + fix}")
+    if value < minimum:
+        raise ShardingError(f"{name} must be >= {minimum}, got {value}{fix and '; ' + fix}")
+    return int(value)
+
+
 def _jax() -> Any:
     import jax  # lazy: importing labkit.sharding.layouts must not initialise JAX (simulate_devices first)
 
@@ -45,10 +58,12 @@ def make_mesh(shape: Sequence[int], names: Sequence[str], axis_type: str = "auto
     Without ``devices``: the default backend's devices, or the simulated CPU devices when only
     they match the mesh size (one GPU or a single-chip TPU with 8 simulated CPUs).
     """
+    shape = tuple(check_int(s, f"mesh axis size (shape[{i}] of {tuple(shape)})",
+                            fix="mesh axes hold whole devices, e.g. (8,) or (2, 4)") for i, s in enumerate(shape))
+    names = tuple(names)
     jax = _jax()
     from jax.sharding import AxisType
 
-    shape, names = tuple(int(s) for s in shape), tuple(names)
     if len(shape) != len(names):
         raise ShardingError(f"mesh shape {shape} has {len(shape)} axes but {len(names)} names {names}")
     if len(set(names)) != len(names):
@@ -122,6 +137,9 @@ def place(x: Any, mesh: Any, spec: Any, name: str = "array") -> Any:
 
 def shard_bytes(shape: Sequence[int], itemsize: int, spec: Any, mesh: Any) -> int:
     """Bytes one device holds of an array with this layout (evenly divisible) (Lab 03)."""
+    shape = tuple(check_int(d, f"shape[{i}] of {tuple(shape)}", 0) for i, d in enumerate(shape))
+    itemsize = check_int(itemsize, "itemsize (bytes per element)", fix="e.g. 4 for float32")
+    check_divisible("shard_bytes array", shape, spec, mesh)  # an uneven split has no single answer
     n = math.prod(shape) * itemsize  # bytes of the whole (global) array
     for entry in spec:
         if entry is not None:
@@ -175,11 +193,17 @@ class Strategy:
 
     def mesh_shape(self, n_devices: int, model: int | None = None) -> tuple[int, ...]:
         """Mesh shape over n_devices: 1-D uses all; 2-D gives ``model`` (default 4) to "model" (Lab 03)."""
+        n_devices = check_int(n_devices, "n_devices", fix="e.g. n_devices=8")
+        if model is not None:
+            model = check_int(model, "model (size of the 'model' mesh axis)",
+                              fix=f"pass a divisor of {n_devices}, or model=None for min(4, {n_devices})")
         if len(self.axes) == 1:
             return (n_devices,)
-        m = model or min(4, n_devices)
+        m = model if model is not None else min(4, n_devices)
         if n_devices % m:
-            raise ShardingError(f"{self.name}: model axis {m} does not divide {n_devices} devices")
+            ok = [k for k in range(1, n_devices + 1) if n_devices % k == 0]
+            raise ShardingError(f"{self.name}: model axis {m} does not divide {n_devices} devices; "
+                                f"use model= one of {ok}")
         return (n_devices // m, m)
 
     def param_specs(self, shapes: Mapping[str, tuple[int, ...]], mesh: Any,
@@ -226,8 +250,8 @@ def mesh_devices(n: int | None = None) -> list[Any]:
     A single-chip Colab TPU or one GPU cannot hold an 8-device mesh, so the sharding labs fall
     back to the simulated CPU devices of labkit.setup(); a TPU v5e-8 uses its 8 chips.
     """
+    n = device.requested_cpu_devices() if n is None else check_int(n, "n (devices for the mesh)", fix="or None for the course default")
     jax = _jax()
-    n = n or device.requested_cpu_devices()
     devs = jax.devices()
     if len(devs) >= n:
         return list(devs[:n])
@@ -244,8 +268,10 @@ def strategy_mesh(strategy: str | Strategy, n_devices: int | None = None,
                   devices: Sequence[Any] | None = None, model: int | None = None) -> Any:
     """An Auto-axis mesh for a strategy over n_devices (default: :func:`mesh_devices`) (Lab 03)."""
     s = get_strategy(strategy)
+    if n_devices is not None:  # 0 is an error, not "all of them"
+        n_devices = check_int(n_devices, "n_devices", fix="or None for every device of mesh_devices()")
     devs = list(devices) if devices is not None else mesh_devices(n_devices)
-    n = n_devices or len(devs)
+    n = n_devices if n_devices is not None else len(devs)
     if n > len(devs):
         raise ShardingError(f"{s.name}: asked for {n} devices, only {len(devs)} given")
     return make_mesh(s.mesh_shape(n, model), s.axes, "auto", devs[:n])

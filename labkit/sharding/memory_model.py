@@ -81,6 +81,7 @@ def activation_bytes(cfg: GPTConfig, batch: int, data: int = 1, model: int = 1,
     masked scores, exponentials, probabilities; a flash-attention kernel keeps none of them).
     Plus the embedding output and final LayerNorm 2·b·t·d, logits + log-probs 2·b·t·vocab.
     """
+    _check_split(batch, data, model, itemsize)
     b, t, d, f, h = batch // data, cfg.seq_len, cfg.d_model, cfg.d_ff, cfg.n_head
     per_layer = 6 * b * t * d + (4 * b * t * d + 2 * b * t * f + 4 * b * h * t * t) // model
     rest = 2 * b * t * d + 2 * b * t * cfg.vocab_size // model
@@ -92,6 +93,11 @@ def estimate(strategy: str, cfg: GPTConfig, batch: int, mesh: Any = None,
     """Modelled bytes per device for the GPT step under ``strategy`` ("single" = 1 device) (Lab 03)."""
     from labkit.sharding.train_step import param_shapes
 
+    if not isinstance(cfg, GPTConfig):
+        raise TypeError(f"cfg must be a GPTConfig, got {type(cfg).__name__}")
+    sharding.check_int(batch, "batch (global batch size)", fix="e.g. batch=8")
+    if seq is not None:
+        sharding.check_int(seq, "seq (tokens per sequence)", fix="or None for cfg.seq_len")
     shapes = param_shapes(cfg)
     if strategy == "single" or mesh is None:
         params = sum(4 * _numel(s) for s in shapes.values())
@@ -113,6 +119,17 @@ def estimate(strategy: str, cfg: GPTConfig, batch: int, mesh: Any = None,
         batch=2 * 4 * (batch // data) * t,  # x and y, int32 (batch, seq) shards
         activations=activation_bytes(act_cfg, batch, data, model),
         gathered=full - params if fsdp else 0)
+
+
+def _check_split(batch: int, data: int, model: int, itemsize: int) -> None:
+    """Whole numbers >= 1, and a batch that splits evenly over the "data" axis."""
+    sharding.check_int(batch, "batch (global batch size)", fix="e.g. batch=8")
+    sharding.check_int(data, "data (size of the 'data' mesh axis)", fix="1 when unsplit")
+    sharding.check_int(model, "model (size of the 'model' mesh axis)", fix="1 when unsplit")
+    sharding.check_int(itemsize, "itemsize (bytes per element)", fix="e.g. 4 for float32")
+    if batch % data:
+        raise sharding.ShardingError(f"batch {batch} does not split evenly over the 'data' axis of "
+                                     f"size {data}; use a batch that is a multiple of {data}")
 
 
 def _numel(shape: tuple[int, ...]) -> int:

@@ -209,3 +209,55 @@ def test_torch_xla_absent_message() -> None:
 
     with pytest.raises(RuntimeError, match="torch-xla is not installed"):
         torch_sharding.xla_spmd_mlp("dp")
+
+
+# ------------------------------------------------------------------ bad numbers are refused, not rounded
+
+
+class _Mesh:
+    """Just the ``.shape`` of a (data 2, model 4) mesh: what the layout arithmetic reads."""
+
+    shape = {"data": 2, "model": 4}
+
+
+@pytest.mark.parametrize(("call", "err", "match"), [
+    (lambda: sharding.get_strategy("dp_tp").mesh_shape(8, model=0), sharding.ShardingError, r"model .* must be >= 1, got 0; pass a divisor of 8"),
+    (lambda: sharding.get_strategy("dp_tp").mesh_shape(8, model=-2), sharding.ShardingError, r"model .* got -2"),
+    (lambda: sharding.get_strategy("dp_tp").mesh_shape(8, model=3), sharding.ShardingError, r"model axis 3 does not divide 8 devices; use model= one of \[1, 2, 4, 8\]"),
+    (lambda: sharding.get_strategy("dp_tp").mesh_shape(8, model=2.0), TypeError, r"model .* whole number.*2.0"),
+    (lambda: sharding.get_strategy("dp").mesh_shape(0), sharding.ShardingError, r"n_devices must be >= 1, got 0"),
+    (lambda: sharding.get_strategy("dp").mesh_shape(float("nan")), TypeError, r"n_devices .*nan"),
+    (lambda: sharding.strategy_mesh("dp", 0), sharding.ShardingError, r"n_devices must be >= 1, got 0"),
+    (lambda: sharding.strategy_mesh("dp", -8), sharding.ShardingError, r"n_devices must be >= 1, got -8"),
+    (lambda: sharding.mesh_devices(0), sharding.ShardingError, r"n \(devices for the mesh\) must be >= 1, got 0"),
+    (lambda: sharding.make_mesh((8.9,), ("data",)), TypeError, r"mesh axis size \(shape\[0\] of \(8.9,\)\) must be a whole number.*8.9"),
+    (lambda: sharding.make_mesh((2, 0), ("data", "model")), sharding.ShardingError, r"shape\[1\].*got 0"),
+    (lambda: sharding.shard_bytes((10, 16), 4, ("model", None), _Mesh()), sharding.ShardingError, r"dim 0 \(size 10\) is not divisible by mesh axis 'model' \(size 4\)"),
+    (lambda: sharding.shard_bytes((8, 16), 0, ("model", None), _Mesh()), sharding.ShardingError, r"itemsize .* got 0"),
+    (lambda: sharding.shard_bytes((8, 16.5), 4, ("model", None), _Mesh()), TypeError, r"shape\[1\]"),
+])
+def test_bad_mesh_numbers(call, err: type, match: str) -> None:
+    with pytest.raises(err, match=match):
+        call()
+
+
+def test_shard_bytes_of_even_splits() -> None:
+    assert sharding.shard_bytes((8, 16), 4, ("model", None), _Mesh()) == 8 * 16 * 4 // 4
+    assert sharding.shard_bytes((8, 16), 2, (("data", "model"), None), _Mesh()) == 8 * 16 * 2 // 8
+    assert sharding.shard_bytes((0, 16), 4, (None, "data"), _Mesh()) == 0
+
+
+def test_memory_model_refuses_bad_sizes() -> None:
+    from labkit.gpt.config import GPTConfig
+    from labkit.sharding import memory_model as mm
+
+    cfg = GPTConfig(vocab_size=256, seq_len=16, n_layer=1, n_head=8, d_model=32)
+    with pytest.raises(sharding.ShardingError, match=r"batch 10 does not split evenly over the 'data' axis of size 4"):
+        mm.activation_bytes(cfg, 10, data=4)
+    with pytest.raises(sharding.ShardingError, match=r"batch \(global batch size\) must be >= 1, got 0"):
+        mm.estimate("single", cfg, 0)
+    with pytest.raises(TypeError, match=r"seq \(tokens per sequence\)"):
+        mm.estimate("single", cfg, 8, seq=2.5)
+    with pytest.raises(TypeError, match="cfg must be a GPTConfig"):
+        mm.estimate("single", {"d_model": 32}, 8)
+    assert mm.activation_bytes(cfg, 8, data=2, model=4) > 0
