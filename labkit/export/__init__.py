@@ -6,6 +6,7 @@ Modules:
 - ``stablehlo``  one serialized StableHLO program that runs on CPU, CUDA and TPU
 - ``weights``    safetensors weights with a manifest
 - ``bundle``     one bundle and one loader: weights + programs bound by a signed manifest
+- ``reference``  the shipped CPU reference every runtime checks itself against; bf16 top-1 and KL
 - ``kv_cache``   a KV cache for the course GPT in PyTorch and JAX
 - ``serve``      a generation server loop and its benchmark: TTFT, per-token latency, tokens/s
 - ``plots``      the lab's pictures: the training loss, serving tokens/s and latency per path

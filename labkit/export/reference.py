@@ -1,0 +1,154 @@
+"""A shipped reference any runtime checks itself against, and bf16 judged as serving teams judge it (Lab 05).
+
+``datasets/lab05_reference/`` (built by its ``build.py``, checksummed in ``SHA256SUMS``) holds a small
+trained GPT (``weights.safetensors``) and, computed on a CPU in fp32 by its exported StableHLO
+program, the logits on fixed prompts and their greedy continuations (``reference.npz``). A runtime —
+a GPU, a TPU, this laptop — loads those weights, runs them through its own route and compares:
+
+- **logits** within a stated tolerance (fp32: 1e-4 on a CPU, 1e-3 on accelerators, whose fp32
+  kernels round differently);
+- **greedy tokens** identical, except where the reference's top-2 logits are closer than twice the
+  tolerance: there a correct runtime may pick either (such near-ties are counted and shown).
+
+**Lower precision** (bf16 serving) is not judged by logits within fp32 rounding but by what users
+see: *top-1 agreement* (the share of positions whose argmax equals the fp32 reference's) and the
+mean *KL divergence* KL(p_fp32 || p_bf16) in nats per token — the measures llama.cpp's
+``llama-perplexity --kl-divergence`` reports for quantized models. Thresholds here:
+``BF16_TOP1_MIN`` and ``BF16_KL_MAX`` (this course's, stated, not an industry standard).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from labkit.gpt.config import GPTConfig
+
+REFERENCE_REL = Path("lab05_reference")  # inside a datasets/ directory
+FILES = ("weights.safetensors", "reference.npz")
+BF16_TOP1_MIN = 0.97  # share of positions whose argmax matches fp32
+BF16_KL_MAX = 0.01  # nats/token, mean KL(p_fp32 || p_low)
+REBUILD = "python datasets/lab05_reference/build.py"
+
+
+class ReferenceError(RuntimeError):
+    """The shipped reference is missing or not the files its checksums name (Lab 05)."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The shipped model's weights file and its CPU fp32 outputs on fixed prompts (Lab 05)."""
+
+    weights: Path          # labkit safetensors file (with manifest and config)
+    tokens: np.ndarray     # (n, t) int32 prompts
+    logits: np.ndarray     # (n, t, vocab) float32, from the exported program on a CPU
+    prompt_len: int        # greedy decoding starts after this many tokens of each prompt
+    greedy: np.ndarray     # (n, new) int64 greedy continuation of tokens[:, :prompt_len]
+    margin: np.ndarray     # (n, new) float32 top-1 minus top-2 logit behind each greedy token
+
+
+def reference_dir() -> Path:
+    """datasets/lab05_reference above labkit or the working directory (Lab 05)."""
+    for root in (Path(__file__).resolve().parent, Path.cwd().resolve()):
+        for d in (root, *root.parents):
+            if (d / "datasets" / REFERENCE_REL / "SHA256SUMS").is_file():
+                return d / "datasets" / REFERENCE_REL
+    raise ReferenceError(f"datasets/{REFERENCE_REL} not found: run from the course repository, or rebuild "
+                         f"it with `{REBUILD}`")
+
+
+def load_reference(path: str | Path | None = None) -> Reference:
+    """The shipped reference, after its files' SHA-256 match SHA256SUMS (Lab 05)."""
+    d = Path(path) if path is not None else reference_dir()
+    sums = dict(reversed(line.split(None, 1)) for line in (d / "SHA256SUMS").read_text().splitlines() if line)
+    for name in FILES:
+        got = hashlib.sha256((d / name).read_bytes()).hexdigest() if (d / name).is_file() else "missing"
+        if sums.get(name) != got:
+            raise ReferenceError(f"{d.name}/{name}: sha256 {got[:16]}, SHA256SUMS says {str(sums.get(name))[:16]}; "
+                                 f"rebuild with `{REBUILD}`")
+    with np.load(d / "reference.npz") as z:
+        return Reference(d / "weights.safetensors", z["tokens"], z["logits"], int(z["prompt_len"]), z["greedy"], z["margin"])
+
+
+def greedy_tokens(logits_fn: Callable[[np.ndarray], Any], prompts: np.ndarray, new_tokens: int) -> np.ndarray:
+    """Greedy continuation (n, new) by full recomputation; logits_fn: tokens (n, T) -> (n, T, vocab) (Lab 05)."""
+    buf = np.concatenate([prompts, np.zeros((len(prompts), new_tokens), prompts.dtype)], axis=1)
+    t = prompts.shape[1]
+    for cur in range(t, t + new_tokens):  # causal model: the zeros after `cur` do not change position cur - 1
+        buf[:, cur] = np.argmax(np.asarray(logits_fn(buf), dtype=np.float32)[:, cur - 1], axis=-1)
+    return buf[:, t:].astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Check:
+    """How one runtime's outputs compare with the reference (Lab 05)."""
+
+    max_abs_logit_diff: float
+    tol: float
+    greedy_mismatches: int      # positions where tokens differ and the reference has a clear winner
+    near_ties: int              # greedy positions whose reference top-2 logits are within 2 * tol
+    positions: int
+
+    @property
+    def ok(self) -> bool:
+        """Logits within tol and no greedy token differs at a clear-winner position (Lab 05)."""
+        return self.max_abs_logit_diff <= self.tol and self.greedy_mismatches == 0
+
+    def __str__(self) -> str:
+        verdict = "MATCHES" if self.ok else "DIFFERS FROM"
+        return (f"{verdict} the reference: max |logit diff| {self.max_abs_logit_diff:.2e} (tol {self.tol:.0e}), "
+                f"greedy mismatches {self.greedy_mismatches} of {self.positions} ({self.near_ties} near-ties allowed)")
+
+
+def check(ref: Reference, logits: np.ndarray, greedy: np.ndarray, tol: float) -> Check:
+    """Compare a runtime's logits on ref.tokens and its greedy tokens with the reference (Lab 05)."""
+    logits = np.asarray(logits, dtype=np.float64)
+    if logits.shape != ref.logits.shape or np.shape(greedy) != ref.greedy.shape:
+        raise ValueError(f"shapes {logits.shape}, {np.shape(greedy)} vs the reference's "
+                         f"{ref.logits.shape}, {ref.greedy.shape}")
+    diff = float(np.max(np.abs(logits - ref.logits)))
+    differs = np.asarray(greedy) != ref.greedy
+    tie = ref.margin < 2 * tol  # top-2 closer than two tolerances: either token is a correct answer
+    return Check(diff, tol, int(np.sum(differs & ~tie)), int(np.sum(tie)), int(differs.size))
+
+
+def top2_margin(logits: np.ndarray) -> np.ndarray:
+    """Top-1 minus top-2 logit at each position, (...,) (Lab 05)."""
+    top2 = np.sort(np.asarray(logits, dtype=np.float64), axis=-1)[..., -2:]
+    return top2[..., 1] - top2[..., 0]
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    x = x - x.max(axis=-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+
+def top1_agreement(ref_logits: np.ndarray, logits: np.ndarray) -> float:
+    """Share of positions whose argmax equals the reference's, 0..1 (Lab 05)."""
+    return float(np.mean(np.argmax(ref_logits, -1) == np.argmax(np.asarray(logits, dtype=np.float32), -1)))
+
+
+def kl_divergence(ref_logits: np.ndarray, logits: np.ndarray) -> float:
+    """Mean over positions of KL(p_ref || p) in nats/token, from logits (..., vocab) (Lab 05)."""
+    lp, lq = _log_softmax(ref_logits), _log_softmax(logits)
+    return float(np.mean(np.sum(np.exp(lp) * (lp - lq), axis=-1)))
+
+
+def judge_low_precision(ref_logits: np.ndarray, logits: np.ndarray, top1_min: float = BF16_TOP1_MIN,
+                        kl_max: float = BF16_KL_MAX) -> dict[str, Any]:
+    """Top-1 agreement and KL against the fp32 reference, with the thresholds and a verdict (Lab 05)."""
+    top1, kl = top1_agreement(ref_logits, logits), kl_divergence(ref_logits, logits)
+    return {"top1_agreement": top1, "kl_nats": kl, "top1_min": top1_min, "kl_max": kl_max,
+            "ok": top1 >= top1_min and kl <= kl_max}
+
+
+def config_of(ref: Reference) -> GPTConfig:
+    """The GPTConfig recorded in the reference weights' manifest (Lab 05)."""
+    from labkit.export.weights import read_manifest
+
+    return GPTConfig(**read_manifest(ref.weights)["config"])
