@@ -8,6 +8,7 @@ claims live in `labkit.cost.claims`, pipeline routing across CPU/GPU/TPU pools i
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -24,6 +25,20 @@ def check_chips(n_chips: Any) -> None:
     """(Lab 06) Raise a ValueError unless n_chips is an integer >= 1."""
     if isinstance(n_chips, bool) or not isinstance(n_chips, int) or n_chips < 1:
         raise ValueError(f"n_chips must be an integer >= 1, got {n_chips!r}")
+
+
+def non_negative(x: Any, what: str) -> float:
+    """(Lab 06) x as a float if it is a finite number >= 0, else a ValueError naming `what`."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+        raise ValueError(f"{what} must be a finite number >= 0, got {x!r}")
+    return float(x)
+
+
+def finite(x: Any, what: str) -> float:
+    """(Lab 06) x as a float if it is a finite number, else a ValueError naming `what`."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        raise ValueError(f"{what} must be a finite number, got {x!r}")
+    return float(x)
 
 
 # ---------------------------------------------------------------- $ per million tokens
@@ -96,7 +111,15 @@ def train_cost_per_mtok(tokens_per_s: float | None = None, *, flops_per_token: f
         tps = positive(tokens_per_s, "tokens_per_s (tokens/s)")
         if flops_per_token is not None and (chip is not None or peak_tflops is not None):
             fpt = positive(flops_per_token, "flops_per_token (FLOPs per token)")
-            mfu = tps * fpt / (n_chips * _peak_flops(chip, dtype, peak_tflops))  # implied MFU
+            peak = _peak_flops(chip, dtype, peak_tflops)  # FLOP/s per chip
+            mfu = tps * fpt / (n_chips * peak)  # implied MFU
+            if mfu > 1:  # more useful FLOP/s than the peak: the inputs disagree (units, chips, peak)
+                raise ValueError(
+                    f"tokens_per_s={tokens_per_s!r} x flops_per_token={flops_per_token!r} = "
+                    f"{tps * fpt:.4g} FLOP/s is {mfu:,.4g}x the peak of {n_chips} chip(s) x "
+                    f"{peak / 1e12:.4g} TFLOP/s: an implied MFU above 1 is impossible. Check that "
+                    f"tokens_per_s is for the whole job (all n_chips), flops_per_token is per token "
+                    f"(about 6 x parameters for training), n_chips, and peak_tflops (in TFLOP/s).")
     return _result("train", tps, n_chips, rate, util, prefix, chip=chip, mfu=mfu,
                    flops_per_token=flops_per_token)
 
@@ -116,10 +139,12 @@ def onprem_usd_per_hour(capex_usd: float, years: float, power_w: float, usd_per_
     """(Lab 06) On-prem $/chip-hour: straight-line capex + power x PUE + opex, per chip."""
     capex = positive(capex_usd, "capex_usd ($ per chip incl. its share of host/network)")
     life_h = positive(years, "years (amortisation period)") * HOURS_PER_YEAR  # hours
-    if power_w < 0 or usd_per_kwh < 0 or opex_usd_per_year < 0:
-        raise ValueError("power_w, usd_per_kwh and opex_usd_per_year must be >= 0")
-    if pue < 1:
-        raise ValueError(f"pue (facility power / IT power) must be >= 1, got {pue!r}")
+    power_w = non_negative(power_w, "power_w (W per chip)")
+    usd_per_kwh = non_negative(usd_per_kwh, "usd_per_kwh ($ per kWh)")
+    opex_usd_per_year = non_negative(opex_usd_per_year, "opex_usd_per_year ($ per chip per year)")
+    if finite(pue, "pue (facility power / IT power)") < 1:
+        raise ValueError(f"pue (facility power / IT power) must be >= 1, got {pue!r}; 1.0 is a "
+                         f"perfect facility, 1.1-1.6 is typical")
     energy = power_w / 1000.0 * pue * usd_per_kwh     # $/h: kW x PUE x $/kWh
     return capex / life_h + energy + opex_usd_per_year / HOURS_PER_YEAR
 
@@ -133,6 +158,8 @@ def _mtok(r: Any) -> float:
 def sensitivity(fn: Callable[..., Any], base_kwargs: Mapping[str, Any], param: str,
                 values: Sequence[float]) -> list[tuple[float, float]]:
     """(Lab 06) (value, $/Mtok) pairs as one parameter of a cost function varies, for plotting."""
+    if not isinstance(param, str):
+        raise TypeError(f"param must be the name of a keyword argument of fn, got {param!r}")
     return [(v, _mtok(fn(**{**base_kwargs, param: v}))) for v in values]
 
 
@@ -164,8 +191,11 @@ def _affine_root(xs: list[float], ds: list[float]) -> tuple[bool, float | None]:
 def break_even(option_a: Option, option_b: Option, param: str, lo: float, hi: float,
                *, vary: str = "both", tol: float = 1e-10) -> BreakEven:
     """(Lab 06) Where $/Mtok(A) == $/Mtok(B) for param in [lo, hi]; closed form if linear."""
+    lo, hi = finite(lo, f"lo (lower end of the {param} range)"), finite(hi, f"hi (upper end of the {param} range)")
     if not lo < hi:
         raise ValueError(f"need lo < hi, got lo={lo!r}, hi={hi!r}")
+    if positive(tol, "tol (bisection tolerance)") >= 1:
+        raise ValueError(f"tol is a relative tolerance and must be < 1, got {tol!r}; the default is 1e-10")
     if vary not in ("a", "b", "both"):
         raise ValueError(f"vary must be 'a', 'b' or 'both', got {vary!r}")
 
@@ -226,6 +256,7 @@ __all__ = [
     # cost model (this module)
     "HOURS_PER_YEAR", "CostResult", "train_cost_per_mtok", "serve_cost_per_mtok",
     "onprem_usd_per_hour", "sensitivity", "BreakEven", "Option", "break_even", "check_chips",
+    "non_negative", "finite",
     # re-exported from labkit.cost.prices
     "PRICE_WARNING", "PRICING_KINDS", "PRICES", "Price", "price", "prices", "with_override",
     "positive", "check_fraction", "check_pricing", "hourly_usd",

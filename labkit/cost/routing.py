@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from labkit.cost.model import check_fraction, hourly_usd, positive  # shared validation (labkit.cost.prices
+from labkit.cost.model import check_fraction, hourly_usd, non_negative, positive  # shared validation (labkit.cost.prices
 
 STAGES = ("preprocess", "embed", "llm", "postprocess")
 KINDS = ("cpu", "gpu", "tpu")
@@ -90,6 +90,22 @@ class RoutingResult:
     message: str
 
 
+def _check_transfer(transfer_s: Transfer) -> None:
+    """Transfer latencies are finite numbers of seconds >= 0 (one, or one per pair of kinds)."""
+    if isinstance(transfer_s, Mapping):
+        for key, v in transfer_s.items():
+            non_negative(v, f"transfer_s[{key!r}] (s per hop)")
+    else:
+        non_negative(transfer_s, "transfer_s (s per hop between pools of different kinds)")
+
+
+def _check_target(target_s: float) -> float:
+    """A latency target: a number > 0; math.inf means no target (NaN would make every test false)."""
+    if isinstance(target_s, bool) or not isinstance(target_s, (int, float)) or math.isnan(target_s) or target_s <= 0:
+        raise ValueError(f"target_s (latency target, s) must be a number > 0 (math.inf for none), got {target_s!r}")
+    return float(target_s)
+
+
 def _hop(a: Pool, b: Pool, transfer_s: Transfer) -> float:
     """Transfer latency in s between consecutive stages: zero on the same kind of pool."""
     if a.kind == b.kind:
@@ -106,6 +122,10 @@ def evaluate(pools: Sequence[Pool], stages: Sequence[str] = STAGES, *, target_s:
              transfer_s: Transfer = 0.002, utilization: float = 1.0) -> Placement:
     """(Lab 06) Latency and $/request of one placement: pools[i] runs stages[i]."""
     util = check_fraction(utilization, "utilization (fraction of reserved chip time busy)")
+    target_s = _check_target(target_s)
+    _check_transfer(transfer_s)
+    if len(pools) != len(stages):
+        raise ValueError(f"need one pool per stage: {len(pools)} pool(s) for {len(stages)} stage(s) {tuple(stages)}")
     for p, s in zip(pools, stages):
         if not p.runs(s):
             raise ValueError(f"pool {p.name!r} cannot run stage {s!r}")
@@ -131,6 +151,7 @@ def route(pools: Sequence[Pool], target_s: float, stages: Sequence[str] = STAGES
           raise_if_infeasible: bool = False) -> RoutingResult:
     """(Lab 06) Cheapest placement whose end-to-end latency meets target_s (exhaustive search)."""
     target = positive(target_s, "target_s (latency target, s)")
+    _check_transfer(transfer_s)
     if len({p.name for p in pools}) != len(pools):
         raise ValueError("pool names must be unique")
     options = [[p for p in pools if p.runs(s)] for s in stages]
@@ -185,8 +206,14 @@ def simulate(placement: Placement, pools: Sequence[Pool], rate_rps: float, *,
     """(Lab 06) Seeded Poisson arrivals through a placement; p50/p95 latency and $/request."""
     rate = positive(rate_rps, "rate_rps (requests/s)")
     check_fraction(target_load, "target_load (planned busy fraction per chip)")
-    if n_requests < 1:
-        raise ValueError(f"n_requests must be >= 1, got {n_requests!r}")
+    if isinstance(n_requests, bool) or not isinstance(n_requests, int) or n_requests < 1:
+        raise ValueError(f"n_requests must be a whole number >= 1, got {n_requests!r}; e.g. n_requests=2000")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {seed!r} ({type(seed).__name__})")
+    for s, c in (chips or {}).items():
+        if isinstance(c, bool) or not isinstance(c, int) or c < 1:
+            raise ValueError(f"chips[{s!r}] must be a whole number >= 1, got {c!r}; or leave the stage "
+                             f"out of chips to size it for target_load")
     by_name = {p.name: p for p in pools}
     stage_pools = [by_name[n] for n in placement.pools]
     thr = [p.throughput[s] for p, s in zip(stage_pools, placement.stages)]  # req/s per chip

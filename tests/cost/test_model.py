@@ -189,3 +189,34 @@ def test_bad_price_entries() -> None:
         cost.break_even(TPU, GPU, "utilization", 1.0, 0.5)
     with pytest.raises(ValueError, match="pue"):
         cost.onprem_usd_per_hour(1000, 3, 500, 0.1, pue=0.9)
+
+
+def test_an_implied_mfu_above_one_is_refused() -> None:
+    # The reported bug: tokens/s x FLOPs/token far above the chips' peak gave "MFU 5,076,142".
+    with pytest.raises(ValueError, match=r"implied MFU above 1 is impossible.*whole job.*TFLOP/s"):
+        cost.train_cost_per_mtok(5e6, flops_per_token=1e12, peak_tflops=1, usd_per_chip_hour=1.0)
+    r = cost.train_cost_per_mtok(100, flops_per_token=1e10, peak_tflops=1, usd_per_chip_hour=1.0)
+    assert r.mfu == pytest.approx(1.0)  # exactly at the peak is still possible
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"power_w": float("nan")}, r"power_w \(W per chip\) must be a finite number >= 0, got nan"),
+    ({"usd_per_kwh": float("inf")}, r"usd_per_kwh .* got inf"),
+    ({"opex_usd_per_year": -1}, r"opex_usd_per_year .* got -1"),
+    ({"pue": float("nan")}, r"pue .* finite number, got nan"),
+    ({"pue": float("inf")}, r"pue .* got inf"),
+    ({"capex_usd": float("nan")}, r"capex_usd"),
+    ({"years": float("inf")}, r"years"),
+])
+def test_onprem_refuses_nan_and_inf(kwargs: dict, match: str) -> None:
+    args = {"capex_usd": 30000, "years": 4, "power_w": 700, "usd_per_kwh": 0.1, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        cost.onprem_usd_per_hour(**args)
+
+
+def test_break_even_refuses_non_finite_ranges() -> None:
+    for lo, hi, name in ((float("nan"), 1.0, "lo"), (0.1, float("inf"), "hi")):
+        with pytest.raises(ValueError, match=rf"{name} \(.* of the utilization range\) must be a finite number"):
+            cost.break_even(TPU, GPU, "utilization", lo, hi)
+    with pytest.raises(ValueError, match="tol"):
+        cost.break_even(TPU, GPU, "utilization", 0.1, 1.0, tol=float("nan"))

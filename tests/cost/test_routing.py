@@ -165,3 +165,29 @@ def test_bad_route_inputs() -> None:
         routing.route(pools[:1], target_s=1)
     with pytest.raises(ValueError, match="rate_rps"):
         routing.simulate(routing.route(pools, 1).best, pools, rate_rps=0)
+
+
+def test_nan_inf_and_wrong_types_are_refused() -> None:
+    pools = _three_pools()
+    four = [pools[0], pools[2], pools[2], pools[0]]
+    with pytest.raises(ValueError, match=r"target_s \(latency target, s\) must be a number > 0 \(math.inf for none\), got nan"):
+        routing.evaluate(four, target_s=float("nan"))
+    with pytest.raises(ValueError, match=r"transfer_s \(s per hop.*got nan"):
+        routing.evaluate(four, transfer_s=float("nan"))
+    with pytest.raises(ValueError, match=r"transfer_s\[\('cpu', 'tpu'\)\].*got -1"):
+        routing.route(pools, 1, transfer_s={("cpu", "tpu"): -1})
+    with pytest.raises(ValueError, match="one pool per stage: 3 pool"):
+        routing.evaluate(four[:3])
+    with pytest.raises(ValueError, match=r"target_s .*inf"):
+        routing.route(pools, target_s=float("inf"))
+    best = routing.route(pools, 1).best
+    with pytest.raises(ValueError, match=r"n_requests must be a whole number >= 1, got nan"):
+        routing.simulate(best, pools, rate_rps=10, n_requests=float("nan"))
+    with pytest.raises(ValueError, match=r"n_requests .* got 0"):
+        routing.simulate(best, pools, rate_rps=10, n_requests=0)
+    with pytest.raises(ValueError, match=r"chips\['llm'\] must be a whole number >= 1, got 0.5"):
+        routing.simulate(best, pools, rate_rps=10, chips={"llm": 0.5})
+    with pytest.raises(TypeError, match="seed must be an int"):
+        routing.simulate(best, pools, rate_rps=10, seed=1.5)
+    with pytest.raises(ValueError, match="rate_rps"):
+        routing.simulate(best, pools, rate_rps=float("inf"))
