@@ -19,4 +19,7 @@ Modules:
 - ``lowering``     `labkit lower`: lower them for TPU and CUDA on a CPU-only machine
 - ``source``       where the course lives: repository, pinned ref, the labs' first cell, badges
 - ``cli``          the `labkit` command
+- ``gather``       `labkit gather`: many run reports -> validated, merged per chip (gathered.json)
+- ``gather_html``  the gathered page: chips side by side, plots titled with their takeaway
+- ``site``         the course as a static site: labs with a reference run's outputs, links, guide
 """
