@@ -4,7 +4,9 @@ Modules:
 
 - ``formats``     number formats: range, rounding, accumulation
 - ``matmul``      what an "fp32" matmul really computes here, against float64
-- ``fp8``         scaled fp8 matmuls: e4m3 forward, e5m2 gradients
+- ``fp8``         scaled fp8 matmuls: e4m3 forward, e5m2 gradients (JAX), which chips have fp8
+- ``recipes``     fp8 scaling recipes: current, delayed (amax history), per-block MXFP8; saturation, accumulation
+- ``noise``       is a loss curve different from fp32's, or only as different as another seed?
 - ``loss_scale``  static and dynamic loss scaling, JAX and PyTorch
 - ``train``       train the course GPT in fp32, bf16, fp16 + loss scaling (PyTorch, and the runs of both)
 - ``train_jax``   the JAX half of that training

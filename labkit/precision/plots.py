@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from labkit.precision import formats
+from labkit.precision import formats, noise
 
 # fp32 and TF32 share fp32's range; the rest are the formats Lab 04 compares, in bits order.
 FORMAT_STYLES = {"fp32": "-", "tf32": "--", "bf16": "-", "fp16": "-", "fp8_e4m3": "-", "fp8_e5m2": "-"}
@@ -109,29 +109,43 @@ def plot_dynamic_loss_scale(good: Sequence[bool], torch_scales: Sequence[float],
     return fig
 
 
-def plot_loss_curves(losses: Mapping[tuple[str, str], Sequence[float]], tol: float) -> Figure:
-    """Training loss per step for each (framework, precision), and its difference from fp32 (Lab 04)."""
+def plot_loss_curves(losses: Mapping[tuple[str, str], Sequence[float]],
+                     other_seed: Mapping[str, Sequence[float]],
+                     judgements: Mapping[tuple[str, str], "noise.GapJudgement"]) -> Figure:
+    """Loss per step per (framework, precision), and each smoothed gap to fp32 beside the seed-to-seed floor (Lab 04)."""
     fig, (ax, dx) = plt.subplots(1, 2, figsize=(11, 4))
-    gap = 0.0  # largest |loss - fp32 loss| over the whole run (nats / token)
+    j0 = next(iter(judgements.values()))
+    start, w = j0.start, j0.window
     for (fw, prec), ls in losses.items():
         steps = np.arange(1, len(ls) + 1)
         style = "-" if fw == "jax" else "--"
         ax.plot(steps, ls, color=PRECISION_COLORS.get(prec), ls=style, label=f"{fw} {prec}", alpha=0.85)
-        if prec != "fp32" and (fw, "fp32") in losses:  # the same run's fp32 twin: same weights and batches
-            diff = np.asarray(ls) - np.asarray(losses[(fw, "fp32")])
-            gap = max(gap, float(np.abs(diff).max()))
-            dx.plot(steps, diff, color=PRECISION_COLORS.get(prec), ls=style, label=f"{fw} {prec}")
-    ax.set_xlabel("step")
+        ref = losses.get((fw, "fp32"))
+        if (fw, prec) in judgements and ref is not None:  # same weights and batches as its fp32 twin
+            dx.plot(steps, noise.smooth(ls, w) - noise.smooth(ref, w), color=PRECISION_COLORS.get(prec),
+                    ls=style, label=f"{fw} {prec} - fp32")
+    for i, (fw, ls) in enumerate(other_seed.items()):  # the noise floor: fp32 against fp32, another seed
+        steps = np.arange(1, len(ls) + 1)
+        ax.plot(steps, ls, color="0.6", ls="-" if fw == "jax" else "--", lw=1, label=f"{fw} fp32, seed 1")
+        dx.plot(steps, noise.smooth(ls, w) - noise.smooth(losses[(fw, "fp32")], w), color="0.6",
+                ls="-" if fw == "jax" else "--", lw=1, label=f"{fw} fp32 seed 1 - seed 0 (the floor)")
+    tail = [v for ls in losses.values() for v in ls[start:]] + [v for ls in other_seed.values() for v in ls[start:]]
+    lo, hi = min(tail), max(tail)
+    ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.15 * (hi - lo))  # the warm-up's first losses may run off the top
+    for a in (ax, dx):
+        a.axvspan(0.5, start + 0.5, color="0.9", zorder=0)
+        a.set_xlabel("step (grey band: warm-up, not judged)")
     ax.set_ylabel("training loss (nats / token)")
     ax.set_title("Training loss per precision and framework")
-    ax.legend(fontsize=8, ncol=2)
+    ax.legend(fontsize=7, ncol=2)
     dx.axhline(0, color="C0", lw=1)
-    dx.axhline(tol, color="k", ls=":", lw=1)
-    dx.axhline(-tol, color="k", ls=":", lw=1, label=f"final-loss tolerance ±{tol}")
-    dx.set_xlabel("step")
-    dx.set_ylabel("loss minus fp32 loss (nats / token)")
-    dx.set_title(f"Difference from fp32: at most {gap:.3f} nats at any step")
-    dx.legend(fontsize=8)
+    dx.set_ylabel(f"smoothed loss minus fp32 ({w}-step mean, nats)")
+    worst_key = max(judgements, key=lambda k: judgements[k].ratio)
+    worst = judgements[worst_key]
+    verdict = "within noise" if all(j.within_noise for j in judgements.values()) else "NOT within noise"
+    dx.set_title(f"Largest gap: {worst_key[0]} {worst_key[1]} {worst.gap:.3f} nats = {worst.ratio:.1f}x the "
+                 f"fp32 seed floor ({verdict}, k = {worst.k:g})", fontsize=9)
+    dx.legend(fontsize=7)
     fig.tight_layout()
     return fig
 

@@ -4,7 +4,8 @@ Mixed precision here means **fp32 master weights, low-precision compute**: the p
 and the AdamW state stay fp32; JAX runs the model with ``FlaxGPT(cfg, dtype=bf16|fp16)``
 (weights cast on use), PyTorch inside ``torch.autocast``. The loss and LayerNorm statistics
 stay fp32 in both. fp16 adds dynamic loss scaling (:mod:`labkit.precision.loss_scale`): skipped steps
-keep the old weights *and* optimizer state.
+keep the old weights *and* optimizer state. The recipe, identical in both: AdamW with a linear
+learning-rate warm-up (:func:`lr_at`) and the global gradient norm clipped after unscaling.
 
 Both frameworks start from the same weights (:func:`init_flat`, loaded with
 ``labkit.gpt.convert.load_flat_params``) and read the same batches, so their curves differ only by
@@ -59,8 +60,13 @@ class TrainConfig:
     steps: int = 40
     batch: int = 8
     seq: int = 32            # tokens per sequence (<= GPTConfig.seq_len)
-    lr: float = 3e-3         # AdamW, betas (0.9, 0.95), no weight decay: same in both frameworks
+    lr: float = 3e-3         # AdamW peak, betas (0.9, 0.95), no weight decay: same in both frameworks
     seed: int = 0            # init and batches
+    # Linear warm-up over this many *applied* updates (skipped fp16 steps do not count), then
+    # constant: Adam's first updates are ~lr per weight whatever the gradient, so a full lr on
+    # step 1 spikes the loss. 0 = no warm-up.
+    warmup: int = 10
+    clip_norm: float | None = 1.0  # clip the global gradient norm (fp32, unscaled) to this; None = off
     loss_scale: ls.LossScaleConfig = field(
         default_factory=lambda: ls.LossScaleConfig(init_scale=2.0 ** 16, growth_interval=20))
     timed_from: int = 2      # steps before this are warm-up (compile) and not timed
@@ -72,9 +78,18 @@ class TrainConfig:
         for f in ("steps", "batch", "seq"):
             if getattr(self, f) < 1:
                 raise ValueError(f"TrainConfig.{f} must be >= 1, got {getattr(self, f)}")
+        if self.warmup < 0:
+            raise ValueError(f"TrainConfig.warmup must be >= 0, got {self.warmup}")
+        if self.clip_norm is not None and not self.clip_norm > 0:
+            raise ValueError(f"TrainConfig.clip_norm must be > 0 or None, got {self.clip_norm}")
         if self.fp32_matmul not in _FP32_MATMUL:
             raise ValueError(f"fp32_matmul must be one of {', '.join(_FP32_MATMUL)}, "
                              f"got {self.fp32_matmul!r}")
+
+
+def lr_at(tc: TrainConfig, applied: int) -> float:
+    """(Lab 04) Learning rate for the update after ``applied`` applied updates: linear warm-up, then flat."""
+    return tc.lr * min(1.0, (applied + 1) / tc.warmup) if tc.warmup else tc.lr
 
 
 # fp32_matmul -> (jax.default_matmul_precision value, torch.set_float32_matmul_precision value)
@@ -196,6 +211,7 @@ def _torch_loop(model: Any, opt: Any, scaler: Any, dt: Any, batches: Batcher, de
 
     sync = torch_sync(dev)
     losses, times, scales, skipped = [], [], [], 0
+    params = [p for g in opt.param_groups for p in g["params"]]
     for i in range(tc.steps):
         xn, yn = next(batches)
         x, y = to_torch(xn, dev), to_torch(yn, dev)
@@ -205,13 +221,20 @@ def _torch_loop(model: Any, opt: Any, scaler: Any, dt: Any, batches: Batcher, de
         with torch.autocast(dev.type, dtype=dt, enabled=dt != torch.float32):
             loss = torch_loss(model, x, y)  # logits in dt; cross-entropy in fp32
         opt.zero_grad(set_to_none=True)
+        for g in opt.param_groups:  # warm-up counts applied updates, as optax's schedule does
+            g["lr"] = lr_at(tc, i - skipped)
         if scaler is not None:
             scaler.scale(loss).backward()  # backward of loss * scale
-            scaler.step(opt)  # unscales, checks for inf/NaN, skips the step if any
+            scaler.unscale_(opt)  # divide by the scale *before* clipping: the norm must be the true one
+            if tc.clip_norm is not None:
+                torch.nn.utils.clip_grad_norm_(params, tc.clip_norm)
+            scaler.step(opt)  # checks the unscaled grads for inf/NaN, skips the step if any
             scaler.update()
             skipped += scaler.get_scale() < scales[-1]  # a backoff means a skipped step
         else:
             loss.backward()
+            if tc.clip_norm is not None:
+                torch.nn.utils.clip_grad_norm_(params, tc.clip_norm)
             opt.step()
         loss_v = float(loss.detach())  # .item() waits for the device
         sync()
@@ -219,6 +242,18 @@ def _torch_loop(model: Any, opt: Any, scaler: Any, dt: Any, batches: Batcher, de
             times.append(time.perf_counter() - t0)
         losses.append(loss_v)
     return losses, times, scales, int(skipped)
+
+
+def train(framework: str, cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfig,
+          flat: dict[str, np.ndarray] | None = None, device: Any = "cpu") -> TrainResult:
+    """(Lab 04) One run in ``framework`` ("jax" or "torch"; ``device`` is torch's), same recipe in both."""
+    if framework == "jax":
+        import importlib  # by name, as __getattr__ below: train_jax imports this module
+
+        return importlib.import_module(_LAZY["train_jax"]).train_jax(cfg, precision, tokens, tc, flat)
+    if framework == "torch":
+        return train_torch(cfg, precision, tokens, tc, flat, device=device)
+    raise ValueError(f"framework must be 'jax' or 'torch', got {framework!r}")
 
 
 # JAX half, lazily: `precision_train.train_jax` imports JAX only when used (as labkit.gpt.config does).

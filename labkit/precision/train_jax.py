@@ -57,6 +57,7 @@ def train_jax(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfi
               flat: dict[str, np.ndarray] | None = None) -> TrainResult:
     """(Lab 04) Train FlaxGPT with fp32 master weights and ``precision`` compute; JAX + optax."""
     import jax
+    import jax.numpy as jnp
     import optax
     from flax import nnx
 
@@ -64,7 +65,12 @@ def train_jax(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfi
 
     flat = init_flat(cfg, tc.seed) if flat is None else flat
     graphdef, params, rest = _jax_parts(cfg, precision, flat)
-    tx = optax.adamw(tc.lr, b1=0.9, b2=0.95, eps=1e-8, weight_decay=0.0)
+    # Same recipe as train_torch: clip the (unscaled, fp32) global norm, AdamW with linear warm-up.
+    # optax counts applied updates; a skipped fp16 step restores the state, count included.
+    sched = lambda count: tc.lr * jnp.minimum(1.0, (count + 1) / tc.warmup) if tc.warmup else tc.lr  # noqa: E731
+    tx = optax.adamw(sched, b1=0.9, b2=0.95, eps=1e-8, weight_decay=0.0)
+    if tc.clip_norm is not None:
+        tx = optax.chain(optax.clip_by_global_norm(tc.clip_norm), tx)
     scaled = precision == "fp16_scaled"
     lcfg = tc.loss_scale if scaled else ls.static(1.0)
     opt_state, ls_state = tx.init(params), ls.init(lcfg)
@@ -87,7 +93,7 @@ def train_jax(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfi
     x0, y0 = next(Batcher(tokens, tc.batch, tc.seq, seed=tc.seed))
     # One compile per (model, precision, optimizer, loss-scale rule, batch shape): re-running a
     # cell, or a run that differs only in init_scale / seed / steps, reuses it.
-    key = (cfg, precision, tc.lr, replace(lcfg, init_scale=1.0), x0.shape, tc.fp32_matmul,
+    key = (cfg, precision, tc.lr, tc.warmup, tc.clip_norm, replace(lcfg, init_scale=1.0), x0.shape, tc.fp32_matmul,
            jax.default_backend())
     if key not in _COMPILED:
         jax_prec = _FP32_MATMUL[tc.fp32_matmul][0]

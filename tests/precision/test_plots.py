@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from labkit.precision import plots  # noqa: E402
+from labkit.precision import noise, plots  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -49,11 +49,18 @@ def test_dynamic_loss_scale_says_whether_frameworks_agree() -> None:
     assert "DISAGREE" in differ.get_title()
 
 
-def test_loss_curves_title_is_the_largest_gap_over_the_run() -> None:
-    losses = {("jax", "fp32"): [5.0, 4.0, 3.0], ("jax", "bf16"): [5.0, 4.2, 3.01], ("torch", "fp32"): [5.0, 4.0, 3.0]}
-    ax, dx = plots.plot_loss_curves(losses, tol=0.05).axes
-    assert "at most 0.200 nats" in dx.get_title() and "nats / token" in ax.get_ylabel()
-    assert len(ax.get_lines()) == 3
+def test_loss_curves_title_is_the_largest_gap_in_floors() -> None:
+    steps = 20
+    ref = [5.0 - 0.1 * i for i in range(steps)]
+    losses = {("jax", "fp32"): ref, ("jax", "bf16"): [v + 0.05 for v in ref], ("torch", "fp32"): ref,
+              ("torch", "bf16"): [v + 0.2 for v in ref]}
+    other = {"jax": [v + 0.1 for v in ref], "torch": [v - 0.1 for v in ref]}
+    judged = {(fw, "bf16"): noise.judge(losses[(fw, "bf16")], ref, other[fw], start=5) for fw in ("jax", "torch")}
+    ax, dx = plots.plot_loss_curves(losses, other, judged).axes
+    assert "torch bf16 0.200 nats = 2.0x" in dx.get_title() and "within noise" in dx.get_title()
+    assert "nats / token" in ax.get_ylabel() and len(ax.get_lines()) == 6  # 4 runs + 2 other-seed runs
+    judged[("torch", "bf16")] = noise.judge([v + 0.3 for v in ref], ref, other["torch"], start=5)
+    assert "NOT within noise" in plots.plot_loss_curves(losses, other, judged).axes[1].get_title()
 
 
 def test_speed_and_memory_ratios_come_from_the_inputs() -> None:
