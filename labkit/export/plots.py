@@ -1,4 +1,4 @@
-"""Pictures of Lab 05: the training run before export, and the serving benchmark (Lab 05).
+"""Pictures of Lab 05: the training run before export, the serving benchmark and serving under load (Lab 05).
 
 Each function takes the numbers a lab cell computed and returns the matplotlib Figure (made
 with pyplot, so a notebook shows it); the title states what the numbers show.
@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from labkit.export.load import LoadStats
 from labkit.export.serve import ServeStats
 
 
@@ -65,5 +66,69 @@ def plot_serving_sweep(stats: Sequence[ServeStats]) -> Figure:
     ratio = np.median([s.ttft_p50_ms / s.tpot_p50_ms for s in rows])
     ax2.set_title(f"Batch {b_max}: the first token costs {ratio:.1f}x a later one (median over paths)", fontsize=10)
     ax2.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _by_policy(stats: Sequence[LoadStats]) -> dict[str, list[LoadStats]]:
+    policies = list(dict.fromkeys(s.policy for s in stats))
+    return {p: sorted((s for s in stats if s.policy == p), key=lambda s: s.rate) for p in policies}
+
+
+def plot_latency_vs_throughput(stats: Sequence[LoadStats], q: int = 99) -> Figure:
+    """p-q TTFT and TPOT against output tokens/s, one line per batching policy, SLO dashed (Lab 05)."""
+    # stats: load.sweep_rates' result, one LoadStats per (policy, offered rate); q in load.PERCENTILES.
+    if not stats:
+        raise ValueError("no LoadStats to plot: run load.sweep_rates first")
+    lines = _by_policy(stats)
+    slo = stats[0].slo
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, metric, limit in ((axes[0], "ttft", slo.ttft_s), (axes[1], "tpot", slo.tpot_s)):
+        for policy, rows in lines.items():
+            ax.plot([s.output_throughput for s in rows], [s.ms(metric, q) for s in rows], "o-",
+                    label=f"{policy} batching")
+            for s in rows:  # each point is one offered rate: label it so the load is readable
+                ax.annotate(f"{s.rate:g}/s", (s.output_throughput, s.ms(metric, q)), fontsize=7,
+                            textcoords="offset points", xytext=(3, 3))
+        if limit is not None:
+            ax.axhline(limit * 1e3, color="k", ls="--", lw=1, label=f"SLO {limit * 1e3:g} ms")
+        ax.set_yscale("log")
+        ax.set_xlabel("throughput (generated tokens / s)")
+        ax.set_ylabel(f"{metric.upper()} p{q} (ms)")
+        ax.legend(fontsize=8)
+    top = max(s.rate for s in stats)
+    at_top = {p: next(s for s in rows if s.rate == top) for p, rows in lines.items() if rows[-1].rate == top}
+    best = min(at_top, key=lambda p: at_top[p].ms("ttft", q))
+    worst = max(at_top, key=lambda p: at_top[p].ms("ttft", q))
+    if best == worst:
+        axes[0].set_title(f"{best} batching at {top:g} req/s: p{q} TTFT {at_top[best].ms('ttft', q):.0f} ms",
+                          fontsize=10)
+    else:
+        ratio = at_top[worst].ms("ttft", q) / at_top[best].ms("ttft", q)
+        axes[0].set_title(f"At {top:g} req/s, {best} batching cuts p{q} TTFT {ratio:.1f}x "
+                          f"({at_top[worst].ms('ttft', q):.0f} -> {at_top[best].ms('ttft', q):.0f} ms)", fontsize=10)
+    fastest = max(stats, key=lambda s: s.output_throughput)
+    axes[1].set_title(f"Most tokens/s: {fastest.policy} at {fastest.rate:g} req/s "
+                      f"({fastest.output_throughput:.0f} tok/s, p{q} TPOT {fastest.ms('tpot', q):.1f} ms)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_goodput(stats: Sequence[LoadStats]) -> Figure:
+    """Goodput (requests/s meeting the SLO) against offered requests/s, per batching policy (Lab 05)."""
+    if not stats:
+        raise ValueError("no LoadStats to plot: run load.sweep_rates first")
+    lines = _by_policy(stats)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for policy, rows in lines.items():
+        ax.plot([s.rate for s in rows], [s.goodput for s in rows], "o-", label=f"{policy} batching")
+    rates = sorted({s.rate for s in stats})
+    ax.plot(rates, rates, "k:", lw=1, label="every request within the SLO")
+    ax.set_xlabel("offered load (requests / s)")
+    ax.set_ylabel("goodput (requests / s within the SLO)")
+    peaks = {p: max(rows, key=lambda s: s.goodput) for p, rows in lines.items()}
+    ax.set_title("Peak goodput: " + ", ".join(f"{p} {s.goodput:.1f} req/s" for p, s in peaks.items())
+                 + f"\n(SLO: {stats[0].slo.describe()})", fontsize=10)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -16,6 +16,7 @@ import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from labkit.export import plots  # noqa: E402
+from labkit.export.load import SLO, LoadStats  # noqa: E402
 from labkit.export.serve import ServeStats  # noqa: E402
 
 
@@ -60,3 +61,41 @@ def test_serving_sweep_titles_state_the_gain_the_fastest_path_and_the_ttft_ratio
     assert len(ax2.patches) == 2 * 3  # a TTFT and a TPOT bar per path
     assert [p.get_height() for p in ax2.patches] == [3.0, 6.0, 4.0, 1.0, 1.0, 2.0]
     assert [t.get_text() for t in ax2.get_xticklabels()] == ["eager", "jit", "export"]
+
+
+def _load(policy: str, rate: float, tps: float, ttft: float, tpot: float, goodput: float) -> LoadStats:
+    lat = {f"{m}_p{q}": 0.0 for m in ("ttft", "tpot", "itl", "e2e") for q in (50, 95, 99)}
+    lat.update(ttft_p99=ttft, tpot_p99=tpot)
+    return LoadStats(policy, rate, 10, 1.0, rate, tps, goodput, SLO(ttft_s=0.5, tpot_s=0.02), lat)
+
+
+LOAD = [_load("static", 1.0, 100.0, 40.0, 10.0, 1.0), _load("static", 8.0, 300.0, 2000.0, 12.0, 2.0),
+        _load("continuous", 1.0, 110.0, 30.0, 10.0, 1.0), _load("continuous", 8.0, 700.0, 250.0, 15.0, 7.5)]
+
+
+def test_latency_vs_throughput_titles_state_the_ttft_cut_and_the_fastest_point():
+    fig = plots.plot_latency_vs_throughput(LOAD)
+    ax1, ax2 = fig.axes
+    # at the highest rate (8/s): static 2000 ms vs continuous 250 ms -> 8.0x
+    assert ax1.get_title() == "At 8 req/s, continuous batching cuts p99 TTFT 8.0x (2000 -> 250 ms)"
+    assert ax2.get_title() == "Most tokens/s: continuous at 8 req/s (700 tok/s, p99 TPOT 15.0 ms)"
+    assert ax1.get_xlabel() == "throughput (generated tokens / s)" and ax1.get_ylabel() == "TTFT p99 (ms)"
+    assert ax2.get_ylabel() == "TPOT p99 (ms)"
+    lines = ax1.get_lines()
+    assert len(lines) == 3  # two policies and the SLO
+    assert list(lines[0].get_xdata()) == [100.0, 300.0] and list(lines[0].get_ydata()) == [40.0, 2000.0]
+    assert list(lines[2].get_ydata()) == [500.0, 500.0]  # the TTFT SLO, ms
+    assert [t.get_text() for t in ax1.texts] == ["1/s", "8/s", "1/s", "8/s"]
+
+
+def test_goodput_title_states_each_policys_peak_and_the_slo():
+    fig = plots.plot_goodput(LOAD)
+    (ax,) = fig.axes
+    assert ax.get_title() == ("Peak goodput: static 2.0 req/s, continuous 7.5 req/s\n"
+                              "(SLO: TTFT <= 500 ms, TPOT <= 20 ms)")
+    assert ax.get_xlabel() == "offered load (requests / s)"
+    assert ax.get_ylabel() == "goodput (requests / s within the SLO)"
+    static, cont, ideal = ax.get_lines()
+    assert list(cont.get_ydata()) == [1.0, 7.5] and list(ideal.get_ydata()) == [1.0, 8.0]
+    with pytest.raises(ValueError, match="no LoadStats"):
+        plots.plot_goodput([])
