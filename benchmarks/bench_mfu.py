@@ -8,7 +8,8 @@ Not a test (timings depend on the machine). Run it on the runtime you want to me
 Writes benchmarks/results/mfu_<device>_<host>.json: device, versions, model config, batch, step
 times, and MFU against the spec peak (labkit.runtime.hardware) and the measured matmul peak (Lab 00's
 method). Goals (issue 4, H100/H200-class GPU): >= 45% MFU for Flax, >= 40% for torch.compile.
-FLOPs use the "palm" variant of labkit.measure.flops (6N + 12LHQT, N = all parameters).
+FLOPs use the "palm" variant of labkit.measure.flops (6N + 12LHQT, N = every parameter). Step times
+come from labkit.measure.steptime.time_step, Lab 02's timer: the median repeat (bench.TIMING_RULE).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import labkit
 from _results import default_path
-from labkit.measure import bench, flops, mfu, roofline
+from labkit.measure import bench, flops, mfu, roofline, steptime
 from labkit.gpt import data
 from labkit.runtime import versions
 from labkit.gpt.torch_model import TorchGPT
@@ -39,7 +40,8 @@ PROFILES = {  # model, batch (sequences), timed repeats, matmul sizes for the me
 
 
 def _timing(t: bench.Timing, flops_per_step: float, tokens: int, peaks: dict[str, mfu.Peak]) -> dict[str, Any]:
-    out = {"step_time_s_median": t.median_s, "step_time_s_min": t.min_s, "iqr_over_median": t.spread,
+    out = {"rule": bench.TIMING_RULE, "step_time_s_median": t.median_s, "step_time_s_min": t.min_s,
+           "iqr_over_median": t.spread,
            "repeats": len(t.times_s), "tokens_per_s": tokens / t.median_s}
     for kind, p in peaks.items():
         out[f"mfu_vs_{kind}"] = mfu.mfu(flops_per_step, t.median_s, p).value
@@ -90,27 +92,25 @@ def main() -> None:
     fps = flops.flops_per_step(cfg, batch, seq, "palm")
     torch.manual_seed(0)
     init = flat_params_numpy(TorchGPT(cfg))
-    stream = data.Batcher(data.split(data.ByteTokenizer().encode(data.load_corpus()))[0], batch, seq, seed=0)
-    host = [next(stream) for _ in range(4)]
+    train = data.split(data.ByteTokenizer().encode(data.load_corpus()))[0]
 
     opt = OptConfig(lr=1e-4)
     jt = JaxTrainer(torch_to_flax(init, cfg), opt, dtype=dtype)
-    jb = [tuple(data.to_jax(a) for a in b) for b in host]
+    jb = steptime.step_batches(jt, train, batch, seq)  # the batches Lab 02 times at this shape
     t0 = time.perf_counter()
     jax.block_until_ready(jt.step(*jb[0]))  # compile
     jax_compile_s = time.perf_counter() - t0
     xla = flops.xla_count(jt.lower(*jb[0], xla_attention=True))  # cuDNN attention hides its dots
-    t_jax = bench.time_jax(jt.step, lambda i: jb[i % 4], warmup=3, repeats=prof["repeats"], label="jax step")
+    t_jax = steptime.time_step(jt, jb, prof["repeats"])  # Lab 02's step timer: same warm-up, median
     print(t_jax)
 
     tt = TorchTrainer(load_flat_params(TorchGPT(cfg), init), opt, dtype=dtype, compile=compile_torch, device=tdev)
-    tb = [tuple(data.to_torch(a, tdev) for a in b) for b in host]
+    tb = steptime.step_batches(tt, train, batch, seq)
     t0 = time.perf_counter()
     tt.step(*tb[0])
     device.torch_sync(tdev)()
     torch_compile_s = time.perf_counter() - t0
-    t_torch = bench.time_torch(tt.step, lambda i: tb[i % 4], device=tdev, warmup=3, repeats=prof["repeats"],
-                               label="torch step")
+    t_torch = steptime.time_step(tt, tb, prof["repeats"])
     print(t_torch)
 
     res_jax = _timing(t_jax, fps, batch * seq, peaks)

@@ -8,6 +8,8 @@ Modules:
 - ``roofline``  measured matmul peak, memory bandwidth and per-call overhead; what bounds each op
 - ``roofline_plots``  Lab 00's pictures: the matmul sweep, this device's roofline, measured vs spec, chips
 - ``flops``     FLOPs of a GPT step: closed form and as XLA and torch count them
-- ``mfu``       model FLOPs utilization over a named peak; the per-op time breakdown
+- ``mfu``       model FLOPs utilization over a named peak, with the step time and tokens/s beside it
+- ``steptime``  one step timer for every step time Lab 02 reports; when two measurements of a step agree
+- ``breakdown``  where a step's time goes: GPU kernels charged to the op that launched them, CPU self time
 - ``plots``     Lab 02's pictures: timing mistakes, MFU sweeps, where the step's time goes, training curves
 """

@@ -2,20 +2,24 @@
 
     MFU = model FLOPs per step / (step time × peak FLOP/s)
 
+A utilization is printed with the step time and tokens/s it came from (:class:`Utilization`), so
+two MFUs against different peaks (fp32's and bf16's) are never read as two speeds.
+
 The numerator is the model's FLOPs (labkit.measure.flops, a named variant), not what the chip did:
 recomputed forward passes (rematerialization) count in HFU, "hardware FLOPs utilization",
 never in MFU. The denominator must say which peak it is:
 
 - ``spec``: the vendor's dense peak for the dtype the matmuls run in (labkit.runtime.hardware);
 - ``measured``: the best large matmul this device reaches, timed as Lab 00 does
-  (labkit.measure.roofline) — the only peak a CPU has, and the fairer bar on any chip;
+  (labkit.measure.roofline: each size at its median repeat, ``labkit.measure.bench.TIMING_RULE``)
+  — the only peak a CPU has, and the fairer bar on any chip;
 - ``explicit``: a figure you pass as ``peak_tflops=...`` (a chip the table doesn't know).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from labkit.runtime import hardware
 
@@ -70,7 +74,7 @@ def measured_peak(flops_per_s: float, dtype: str, chip: str, how: str = "") -> P
 
 def measure_peak(framework: str, dtype: str, chip: str, sizes: Sequence[int] = (1024, 2048, 4096),
                  repeats: int = 5, device: Any = "cpu") -> Peak:
-    """Time square matmuls of each size and keep the best FLOP/s: the achievable peak (Lab 02)."""
+    """Time square matmuls of each size (median repeat each) and keep the best FLOP/s: the achievable peak (Lab 02)."""
     from labkit.measure import roofline
 
     best = roofline.best(roofline.matmul_sweep(framework, sizes, dtype, repeats, device))
@@ -99,6 +103,7 @@ class Utilization:
     peak: Peak
     kind: str = "MFU"  # "MFU" | "HFU"
     variant: str = "palm"  # labkit.measure.flops variant of the numerator
+    tokens: int = 0  # tokens per step (batch × seq); 0: not given
 
     @property
     def peak_flops(self) -> float:
@@ -125,108 +130,58 @@ class Utilization:
         """FLOP/s the step achieved: flops_per_step / step_time_s (Lab 02)."""
         return self.flops_per_step / self.step_time_s
 
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Tokens per second at this step time; None if the tokens per step were not given (Lab 02)."""
+        return self.tokens / self.step_time_s if self.tokens else None
+
     def __str__(self) -> str:
-        return (f"{self.kind} {self.value:.1%} = {self.achieved_flops / 1e12:.3g} TFLOP/s "
-                f"({self.variant} FLOPs) / {self.peak.label()}")
+        rate = f", {self.tokens_per_s:,.0f} tokens/s" if self.tokens else ""
+        return (f"{self.kind} {self.value:.1%} ({self.step_time_s * 1e3:.3g} ms/step{rate}) = "
+                f"{self.achieved_flops / 1e12:.3g} TFLOP/s ({self.variant} FLOPs) / {self.peak.label()}")
 
 
 def _util(kind: str, flops: float, step_time_s: float, peak: Peak | None, chip: str | None,
           dtype: str | None, peak_tflops: float | None, measured_flops: float | None,
-          variant: str) -> Utilization:
+          variant: str, tokens: int = 0) -> Utilization:
     if not flops > 0 or not step_time_s > 0:
         raise ValueError(f"need positive FLOPs per step and step time (s); got {flops!r}, {step_time_s!r}")
     if peak is None:
         if chip is None or dtype is None:
             raise ValueError("pass peak=Peak(...) or chip= and dtype= (and optionally peak_tflops=)")
         peak = resolve_peak(chip, dtype, peak_tflops, measured_flops)
-    return Utilization(flops / (step_time_s * peak.flops), float(flops), float(step_time_s), peak, kind, variant)
+    if tokens < 0:
+        raise ValueError(f"tokens per step must be >= 0 (0: not given), got {tokens!r}")
+    return Utilization(flops / (step_time_s * peak.flops), float(flops), float(step_time_s), peak, kind, variant,
+                       int(tokens))
 
 
 def mfu(model_flops_per_step: float, step_time_s: float, peak: Peak | None = None, *,
         chip: str | None = None, dtype: str | None = None, peak_tflops: float | None = None,
-        measured_flops: float | None = None, variant: str = "palm") -> Utilization:
+        measured_flops: float | None = None, variant: str = "palm", tokens: int = 0) -> Utilization:
     """MFU = model FLOPs per step / (step time × peak); the result names its peak (Lab 02)."""
     return _util("MFU", model_flops_per_step, step_time_s, peak, chip, dtype, peak_tflops,
-                 measured_flops, variant)
+                 measured_flops, variant, tokens)
 
 
 def hfu(hardware_flops_per_step: float, step_time_s: float, peak: Peak | None = None, *,
         chip: str | None = None, dtype: str | None = None, peak_tflops: float | None = None,
-        measured_flops: float | None = None, variant: str = "palm") -> Utilization:
+        measured_flops: float | None = None, variant: str = "palm", tokens: int = 0) -> Utilization:
     """HFU: like MFU but counting recomputed (rematerialized) FLOPs too; HFU >= MFU (Lab 02)."""
     return _util("HFU", hardware_flops_per_step, step_time_s, peak, chip, dtype, peak_tflops,
-                 measured_flops, variant)
+                 measured_flops, variant, tokens)
 
 
 def mfu_both(model_flops_per_step: float, step_time_s: float, chip: str, dtype: str,
-             measured: Peak | None = None, variant: str = "palm") -> list[Utilization]:
+             measured: Peak | None = None, variant: str = "palm", tokens: int = 0) -> list[Utilization]:
     """MFU against the spec peak (when the chip is known) and the measured peak (when given) (Lab 02)."""
     out = []
     if hardware.lookup(chip) is not None and hardware.lookup(chip).peak(dtype):
-        out.append(mfu(model_flops_per_step, step_time_s, spec_peak(chip, dtype), variant=variant))
+        out.append(mfu(model_flops_per_step, step_time_s, spec_peak(chip, dtype), variant=variant, tokens=tokens))
     if measured is not None:
-        out.append(mfu(model_flops_per_step, step_time_s, measured, variant=variant))
+        out.append(mfu(model_flops_per_step, step_time_s, measured, variant=variant, tokens=tokens))
     if not out:
         raise hardware.UnknownChipError(
             f"no peak for {chip!r} ({dtype}): not in labkit.runtime.hardware and no measured peak given; "
             f"pass measured=labkit.measure.mfu.measure_peak(...) or use mfu(..., peak_tflops=...)")
     return out
-
-
-# --------------------------------------------------------------------------------------
-# Where the time goes: everything that is not a matmul is MFU lost
-# --------------------------------------------------------------------------------------
-
-# (category, substrings of profiler event names), first match wins; CPU aten ops and CUDA kernels.
-OP_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("matmul", ("aten::mm", "aten::bmm", "addmm", "baddbmm", "_mm", "gemm", "cutlass", "xmma", "matmul")),
-    ("attention (SDPA)", ("scaled_dot_product", "flash", "fmha", "attention")),
-    ("loss + embedding", ("log_softmax", "nll_loss", "cross_entropy", "embedding")),
-    ("LayerNorm / GELU / softmax", ("layer_norm", "gelu", "softmax", "tanh")),
-    ("optimizer + grad clip", ("optimizer", "adam", "foreach")),  # before "fused": FusedAdam is the optimizer
-    ("fused kernels (torch.compile)", ("triton", "fused", "compiledfunction")),
-    ("optimizer + grad clip", ("sqrt", "addcdiv", "addcmul", "lerp", "mul_", "add_", "div", "norm", "clamp",
-                               "fill_", "zero_")),
-    ("copies / dtype casts", ("copy_", "to_copy")),
-)
-
-
-def categorize_op(name: str) -> str:
-    """The OP_CATEGORIES bucket of a profiler event name, "other" if none matches (Lab 02)."""
-    low = name.lower()
-    for cat, keys in OP_CATEGORIES:
-        if any(k in low for k in keys):
-            return cat
-    return "other (autograd, views, allocation)"
-
-
-def torch_op_breakdown(step: Callable[[], Any], steps: int = 3, device: Any = "cpu") -> list[dict[str, Any]]:
-    """Profile ``steps`` calls of ``step()``; self time per op category, ms per step (Lab 02).
-
-    Self time (excluding children) so nothing is counted twice: on CUDA the kernels' device
-    time, on CPU the ops' CPU time. Bucketing is by op or kernel name, so it is approximate.
-    """
-    import torch
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    from labkit.runtime.device import torch_sync
-
-    cuda = torch.device(device).type == "cuda"
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    wait = torch_sync(device)
-    with profile(activities=acts) as prof:
-        for _ in range(steps):
-            step()
-        wait()
-    totals: dict[str, float] = {}
-    for e in prof.key_averages():
-        if cuda and getattr(e, "device_type", None) != DeviceType.CUDA:
-            continue  # on a GPU count the kernels themselves, not the CPU ops that launched them
-        us = getattr(e, "self_device_time_total", 0.0) if cuda else e.self_cpu_time_total  # µs
-        if us > 0:
-            cat = categorize_op(e.key)
-            totals[cat] = totals.get(cat, 0.0) + us
-    total = sum(totals.values())
-    rows = [{"category": c, "ms per step": us / 1e3 / steps, "share": us / total} for c, us in totals.items()]
-    return sorted(rows, key=lambda r: -r["ms per step"])

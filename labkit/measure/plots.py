@@ -6,11 +6,15 @@ cell keeps the assertions of what the picture shows.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+
+from labkit.measure.breakdown import BY_LAUNCHER, OpBreakdown
+from labkit.measure.mfu import Utilization
 
 
 def plot_timing_mistakes(reported: Mapping[tuple[str, str], float], step_s: Mapping[str, float]) -> Figure:
@@ -31,16 +35,30 @@ def plot_timing_mistakes(reported: Mapping[tuple[str, str], float], step_s: Mapp
     return fig
 
 
-def plot_mfu_sweeps(batches: Sequence[int], sweep_batch: Mapping[str, Sequence[float]], seqs: Sequence[int],
-                    sweep_seq: Mapping[str, Sequence[float]], precision: Mapping[tuple[str, str], float],
-                    compiled: Mapping[str, float], peak_note: str, suptitle: str) -> Figure:
-    """MFU against batch and sequence length, per precision and per compilation mode (Lab 02)."""
-    fig, axs = plt.subplots(2, 2, figsize=(10, 7))
+def _ms(u: Utilization) -> str:
+    return f"{u.step_time_s * 1e3:.3g} ms"
+
+
+def _bars(ax: Axes, labels: Sequence[str], us: Sequence[Utilization], color: Any) -> None:
+    """MFU bars, each labelled with the step time and tokens/s it came from."""
+    bars = ax.bar(list(labels), [u.value * 100 for u in us], color=color)
+    tok = lambda u: f"\n{u.tokens_per_s / 1e3:,.3g}k tok/s" if u.tokens_per_s else ""  # noqa: E731
+    ax.bar_label(bars, [f"{_ms(u)}/step{tok(u)}" for u in us], fontsize=7, padding=2)
+    ax.margins(y=0.25)  # room for the labels
+
+
+def plot_mfu_sweeps(batches: Sequence[int], sweep_batch: Mapping[str, Sequence[Utilization]], seqs: Sequence[int],
+                    sweep_seq: Mapping[str, Sequence[Utilization]], precision: Mapping[tuple[str, str], Utilization],
+                    compiled: Mapping[str, Utilization], peak_note: str, suptitle: str) -> Figure:
+    """MFU against batch and sequence length, per precision and per compilation mode, step times beside (Lab 02)."""
+    fig, axs = plt.subplots(2, 2, figsize=(11, 7.5))
     for fw, m in {"jax": "o-", "torch": "s--"}.items():
-        axs[0, 0].plot(batches, [v * 100 for v in sweep_batch[fw]], m, label=fw)
-        axs[0, 1].plot(seqs, [v * 100 for v in sweep_seq[fw]], m, label=fw)
-    gain = {fw: s[-1] / s[0] for fw, s in sweep_batch.items()}
-    seq_gain = {fw: s[-1] / s[0] for fw, s in sweep_seq.items()}
+        for ax, xs, pts in ((axs[0, 0], batches, sweep_batch[fw]), (axs[0, 1], seqs, sweep_seq[fw])):
+            ax.plot(xs, [u.value * 100 for u in pts], m, label=fw)
+            for x, u in zip(xs, pts):  # the step time each MFU came from
+                ax.annotate(_ms(u), (x, u.value * 100), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    gain = {fw: s[-1].value / s[0].value for fw, s in sweep_batch.items()}
+    seq_gain = {fw: s[-1].value / s[0].value for fw, s in sweep_seq.items()}
     axs[0, 0].set(xscale="log", xlabel="batch size (sequences per step)", ylabel=f"MFU % ({peak_note})",
                   title=f"Bigger batches amortize overhead: MFU x{min(gain.values()):.1f} or more")
     axs[0, 1].set(xscale="log", xlabel="sequence length (tokens)", ylabel=f"MFU % ({peak_note})",
@@ -48,12 +66,20 @@ def plot_mfu_sweeps(batches: Sequence[int], sweep_batch: Mapping[str, Sequence[f
     for ax, xs in ((axs[0, 0], batches), (axs[0, 1], seqs)):
         ax.minorticks_off()
         ax.set_xticks(xs, [str(v) for v in xs])
-    axs[1, 0].bar([f"{fw}\n{dt}" for fw, dt in precision], [v * 100 for v in precision.values()],
-                  color=["tab:blue", "tab:orange"] * 2)
-    axs[1, 0].set(ylabel="MFU % (vs the peak of that dtype)", title="Precision: each dtype against its own peak")
-    axs[1, 1].bar(list(compiled), [v * 100 for v in compiled.values()], color="tab:purple")
+    _bars(axs[1, 0], [f"{fw}\n{dt}" for fw, dt in precision], list(precision.values()), ["tab:blue", "tab:orange"] * 2)
+    dts = list(dict.fromkeys(dt for _, dt in precision))
+    if len(dts) == 2:  # the verdict is the step time: each MFU is against its own dtype's peak
+        def faster(fw: str) -> str:  # which dtype's step is shorter, and by how much
+            a, b = (precision[(fw, dt)].step_time_s for dt in dts)
+            return f"{dts[0] if a < b else dts[1]} x{max(a, b) / min(a, b):.2f} ({fw})"
+        prec_title = "Faster step: " + ", ".join(faster(fw) for fw in dict.fromkeys(fw for fw, _ in precision))
+    else:
+        prec_title = f"Precision: {dts[0]} only on this chip"
+    axs[1, 0].set(ylabel="MFU % (vs the peak of that dtype)", title=prec_title)
+    _bars(axs[1, 1], list(compiled), list(compiled.values()), "tab:purple")
     if "torch.compile" in compiled:
-        cmp_title = f"Compilation: torch.compile x{compiled['torch.compile'] / compiled['torch eager']:.1f} vs eager"
+        x = compiled["torch eager"].step_time_s / compiled["torch.compile"].step_time_s
+        cmp_title = f"Compilation: torch.compile step x{max(x, 1 / x):.2f} {'faster' if x > 1 else 'slower'} than eager"
     else:
         cmp_title = "jit (XLA) vs eager; torch.compile: full profile"
     axs[1, 1].set(ylabel=f"MFU % ({peak_note})", title=cmp_title)
@@ -85,17 +111,17 @@ def plot_training_curves(losses_jax: Sequence[float], losses_torch: Sequence[flo
     return fig
 
 
-def plot_step_time_breakdown(ops: Sequence[Mapping[str, float | str]], phases: Mapping[str, Mapping[str, float]],
-                             matmul_categories: Sequence[str] = ("matmul", "attention (SDPA)")) -> Figure:
+def plot_step_time_breakdown(ops: OpBreakdown, phases: Mapping[str, Mapping[str, float]]) -> Figure:
     """Step time per op category (torch profiler) and per phase, JAX vs PyTorch (Lab 02)."""
-    # ops: rows of mfu.torch_op_breakdown, {"category", "ms per step", "share" (fraction of the step)};
+    # ops: labkit.measure.breakdown.torch_op_breakdown's result (GPU: kernels by launching op; CPU: self time);
     # phases: {framework: {"forward"|"backward"|"optimizer": seconds per step}}; phases["torch"] is required.
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [3, 2]})
-    ax1.barh([r["category"] for r in ops], [r["ms per step"] for r in ops], color="tab:blue")
+    ax1.barh([r["category"] for r in ops.rows], [r["ms per step"] for r in ops.rows], color="tab:blue")
     ax1.invert_yaxis()
-    ax1.set_xlabel("self time per step (ms)")
-    mm_share = sum(r["share"] for r in ops if r["category"] in matmul_categories)  # fraction of the step's time
-    ax1.set_title(f"torch: matmul + attention do all the FLOPs, {mm_share:.0%} of the time")
+    gpu = ops.source == BY_LAUNCHER
+    ax1.set_xlabel(("device time per step (ms, kernels by launching op)" if gpu else "self CPU time per step (ms)")
+                   + (f"; {ops.by_kernel_name:.0%} by kernel name" if ops.by_kernel_name else ""))
+    ax1.set_title(f"torch: matmul + attention do all the FLOPs, {ops.matmul_share:.0%} of the time")
     left = np.zeros(len(phases))  # ms, where each framework's next stacked segment starts
     for ph, c in zip(("forward", "backward", "optimizer"), ("tab:green", "tab:orange", "tab:gray")):
         # A phase found by subtraction (JAX: step - forward+backward) can come out below 0 in noise: draw it as 0.

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from labkit.measure import plots  # noqa: E402
+from labkit.measure import breakdown, mfu, plots  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -27,17 +27,30 @@ def test_timing_mistakes_counts_too_fast_and_too_slow() -> None:
     assert [round(p.get_width(), 6) for p in ax.patches] == [10.0, 1.0, 500.0, 20.0]  # ms
 
 
-def test_mfu_sweeps_titles_carry_the_gains() -> None:
-    fig = plots.plot_mfu_sweeps((1, 8), {"jax": [0.1, 0.3], "torch": [0.1, 0.5]}, (16, 64),
-                                {"jax": [0.2, 0.3], "torch": [0.2, 0.4]},
-                                {("jax", "bf16"): 0.3, ("torch", "bf16"): 0.4},
-                                {"jax jit": 0.3, "torch eager": 0.2, "torch.compile": 0.5}, "vs spec bf16 peak", "chip")
+def _u(value: float, step_ms: float, tokens: int = 4096) -> mfu.Utilization:
+    """A utilization of `value` at `step_ms` against a 1 PFLOP/s explicit peak."""
+    return mfu.mfu(value * 1e15 * step_ms / 1e3, step_ms / 1e3, chip="chip", dtype="bf16", peak_tflops=1000,
+                   tokens=tokens)
+
+
+def test_mfu_sweeps_carry_gains_and_step_times() -> None:
+    precision = {("jax", "bf16"): _u(0.24, 36.0), ("torch", "bf16"): _u(0.3, 30.0),
+                 ("jax", "fp32"): _u(0.58, 400.0), ("torch", "fp32"): _u(0.5, 450.0)}  # each vs its own peak
+    compiled = {"jax jit": _u(0.3, 36.0), "torch eager": _u(0.2, 50.0), "torch.compile": _u(0.5, 20.0)}
+    fig = plots.plot_mfu_sweeps((1, 8), {"jax": [_u(0.1, 4.0), _u(0.3, 10.0)], "torch": [_u(0.1, 4.0), _u(0.5, 8.0)]},
+                                (16, 64), {"jax": [_u(0.2, 5.0), _u(0.3, 20.0)], "torch": [_u(0.2, 5.0), _u(0.4, 18.0)]},
+                                precision, compiled, "vs spec bf16 peak", "chip")
     a, b, c, d = fig.axes
     assert "x3.0 or more" in a.get_title() and "MFU %" in a.get_ylabel()
     assert len(a.get_lines()) == 2 and "batch size" in a.get_xlabel() and "tokens" in b.get_xlabel()
-    assert len(c.patches) == 2  # one bar per (framework, dtype)
+    assert [t.get_text() for t in a.texts] == ["4 ms", "10 ms", "4 ms", "8 ms"]  # each point's step time
     assert "x1.5 (jax), x2.0 (torch)" in b.get_title()
-    assert "torch.compile x2.5 vs eager" in d.get_title() and len(d.patches) == 3
+    assert len(c.patches) == 4  # one bar per (framework, dtype)
+    # fp32 has the higher MFU (against its own, 15x lower peak) but bf16 has the faster step: the title says so.
+    assert c.get_title() == "Faster step: bf16 x11.11 (jax), bf16 x15.00 (torch)"
+    assert "400 ms/step" in [t.get_text().split("\n")[0] for t in c.texts]
+    assert d.get_title() == "Compilation: torch.compile step x2.50 faster than eager" and len(d.patches) == 3
+    assert "20 ms/step\n205k tok/s" in [t.get_text() for t in d.texts]  # 4096 tokens / 20 ms
     assert fig._suptitle.get_text() == "chip"
 
 
@@ -52,15 +65,18 @@ def test_training_curves_mark_validation_and_uniform_guess() -> None:
 
 
 def test_step_time_breakdown_states_matmul_share_and_backward_ratio() -> None:
-    ops = [{"category": "matmul", "ms per step": 6.0, "share": 0.5},
-           {"category": "attention (SDPA)", "ms per step": 1.2, "share": 0.1},
-           {"category": "optimizer + grad clip", "ms per step": 4.8, "share": 0.4}]
+    ops = breakdown.attribute([("nvjet_sm90_tst_96x128", 6000.0, "aten::mm"),  # µs over 1 step
+                               ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop", 1200.0, None),
+                               ("multi_tensor_apply_kernel", 4800.0, "aten::_fused_adamw_")])
     phases = {"torch": {"forward": 0.002, "backward": 0.005, "optimizer": 0.001},
               "jax": {"forward": 0.001, "backward": 0.003, "optimizer": -0.0001}}  # a noisy negative phase
     ops_ax, phase_ax = plots.plot_step_time_breakdown(ops, phases).axes[:2]
     assert ops_ax.get_title() == "torch: matmul + attention do all the FLOPs, 60% of the time"
-    assert "ms" in ops_ax.get_xlabel() and len(ops_ax.patches) == 3
+    assert ops_ax.get_xlabel() == "device time per step (ms, kernels by launching op); 10% by kernel name"
+    assert [round(p.get_width(), 6) for p in ops_ax.patches] == [6.0, 4.8, 1.2]  # ms, largest first
     assert phase_ax.get_title() == "backward = 2.5x forward (FLOPs: 2x)" and "ms" in phase_ax.get_xlabel()
     assert len(phase_ax.patches) == 3 * 2  # three phases stacked, one bar per framework
     widths = [round(p.get_width(), 6) for p in phase_ax.patches]
     assert widths == [2.0, 1.0, 5.0, 3.0, 1.0, 0.0]  # ms; the negative phase is drawn as 0
+    cpu = breakdown.OpBreakdown(ops.rows, breakdown.BY_CPU_SELF_TIME)
+    assert plots.plot_step_time_breakdown(cpu, phases).axes[0].get_xlabel() == "self CPU time per step (ms)"

@@ -1,0 +1,205 @@
+"""Where a training step's time goes: time per op category, each GPU kernel charged to the op that launched it (Lab 02).
+
+Matmuls (and attention, which is two matmuls) do essentially all of a GPT step's FLOPs; every
+other op is time MFU does not count. To see how much, the torch profiler's record is bucketed:
+
+- **GPU**: the profiler records kernels (device time) and CPU ops (``aten::mm``, ...) and links
+  each kernel to the op that was open when it was launched (the launch's correlation id). Kernel
+  names say little -- recent cuBLAS names its Hopper GEMMs ``nvjet_*`` (no "gemm" in the name),
+  cuDNN its attention ``cudnn_generated_fort_native_sdpa_*``, Inductor its fusions ``triton_*`` --
+  so each kernel's device time is charged by its *launcher's* name (:func:`op_category`). Only a
+  kernel with no linked launcher is bucketed by its own name (:func:`kernel_category`), and the
+  result says how much time that was (:attr:`OpBreakdown.by_kernel_name`).
+- **CPU**: there are no kernels; each op's self CPU time (excluding its children) is charged to it.
+
+The pure part, :func:`attribute`, takes plain (kernel, device µs, launcher) records, so it is
+tested on kernel names recorded on an H100 (tests/measure/fixtures).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+MATMUL, ATTENTION = "matmul", "attention (SDPA)"
+MATMUL_CATEGORIES = (MATMUL, ATTENTION)  # where a GPT step's FLOPs are: MFU counts these and nothing else
+FUSED = "fused kernels (torch.compile)"
+OTHER = "other (autograd, views, allocation)"
+BY_LAUNCHER = "GPU kernels' device time, each charged to the op that launched it"  # OpBreakdown.source
+BY_CPU_SELF_TIME = "CPU ops' self time (a CPU runs no kernels)"
+
+# (category, substrings of an op or kernel name), first match wins: the coarse name buckets for
+# everything that is not a matmul or attention op, and the last resort for unlinked kernels.
+OP_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (MATMUL, ("aten::mm", "aten::bmm", "addmm", "baddbmm", "_mm", "gemm", "cutlass", "xmma", "matmul")),
+    (ATTENTION, ("scaled_dot_product", "flash", "fmha", "attention")),
+    ("loss + embedding", ("log_softmax", "nll_loss", "cross_entropy", "embedding")),
+    ("LayerNorm / GELU / softmax", ("layer_norm", "gelu", "softmax", "tanh")),
+    ("optimizer + grad clip", ("optimizer", "adam", "foreach")),  # before "fused": FusedAdam is the optimizer
+    (FUSED, ("triton", "fused", "compiledfunction")),
+    ("optimizer + grad clip", ("sqrt", "addcdiv", "addcmul", "lerp", "mul_", "add_", "div", "norm", "clamp",
+                               "fill_", "zero_")),
+    ("copies / dtype casts", ("copy_", "to_copy")),
+)
+
+# Launcher ops (as the profiler names them) whose kernels are matmuls or attention: exact names,
+# so an elementwise op whose name happens to contain "mm" or "attention" is not mistaken for one.
+MATMUL_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::matmul",
+                        "aten::linear", "aten::_scaled_mm", "aten::_int_mm", "aten::mv", "aten::addmv", "aten::dot"})
+ATTENTION_OP_PREFIXES = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_",
+                         "aten::_flash_attention_", "aten::_efficient_attention_", "aten::_cudnn_attention_")
+# Kernel-name families of the GEMM and attention libraries, for kernels the profiler linked to no
+# op. Attention first: flash and memory-efficient kernels carry "cutlass" in their template names.
+ATTENTION_KERNELS = ("flash", "fmha", "sdpa", "attention")
+GEMM_KERNELS = ("nvjet", "gemm", "xmma", "cutlass", "cublas", "s16816", "s1688")
+
+
+def categorize_op(name: str) -> str:
+    """The OP_CATEGORIES name bucket of a profiler event name, "other" if none matches (Lab 02)."""
+    low = name.lower()
+    for cat, keys in OP_CATEGORIES:
+        if any(k in low for k in keys):
+            return cat
+    return OTHER
+
+
+def op_category(op: str) -> str:
+    """Category of an op by its name: exact matmul/attention ops, Inductor kernels, then name buckets (Lab 02)."""
+    if op in MATMUL_OPS:
+        return MATMUL
+    if op.startswith(ATTENTION_OP_PREFIXES):
+        return ATTENTION
+    if op.startswith("triton_"):  # Inductor records each of its kernels as an op of the same name
+        if op.startswith("triton_tem_"):  # a template kernel: Inductor's own GEMM or flex attention
+            return ATTENTION if "attention" in op else MATMUL
+        return FUSED  # a fusion, named after what it fuses ("..._scaled_dot_product_..._pow_rsqrt" included)
+    return categorize_op(op)
+
+
+def kernel_category(kernel: str) -> str:
+    """Category of a kernel no op launched, from its own name: GEMM/attention library families first (Lab 02)."""
+    low = kernel.lower()
+    if low.startswith("triton_"):
+        return op_category(low)
+    if any(k in low for k in ATTENTION_KERNELS):
+        return ATTENTION
+    if any(k in low for k in GEMM_KERNELS):
+        return MATMUL
+    return categorize_op(kernel)
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """One GPU kernel's device time and the op that launched it, as the profiler links them (Lab 02)."""
+
+    kernel: str  # e.g. "nvjet_sm90_tst_96x128_64x6_2x1_v_bz_NNN"
+    device_us: float  # device time, microseconds (all calls in the profiled steps)
+    launcher: str | None  # innermost op open at launch, e.g. "aten::mm"; None when none was linked
+
+
+@dataclass(frozen=True)
+class OpBreakdown:
+    """Time per op category of a profiled step, and how it was charged (Lab 02)."""
+
+    rows: tuple[dict[str, Any], ...]  # {"category", "ms per step", "share" (fraction of the total)}, largest first
+    source: str  # what time was charged to what: BY_LAUNCHER or BY_CPU_SELF_TIME
+    by_kernel_name: float = 0.0  # fraction of the time from kernels with no linked launcher (name buckets)
+
+    @property
+    def matmul_share(self) -> float:
+        """Fraction of the time in matmul + attention (Lab 02)."""
+        return sum(r["share"] for r in self.rows if r["category"] in MATMUL_CATEGORIES)
+
+    @property
+    def ms_per_step(self) -> float:
+        """Total charged time per step, ms (Lab 02)."""
+        return sum(r["ms per step"] for r in self.rows)
+
+
+def _rows(totals_us: dict[str, float], steps: int) -> tuple[dict[str, Any], ...]:
+    total = sum(totals_us.values())
+    if not total > 0:
+        raise ValueError("the profile holds no time to break down (no ops or kernels with positive duration)")
+    rows = [{"category": c, "ms per step": us / 1e3 / steps, "share": us / total} for c, us in totals_us.items()]
+    return tuple(sorted(rows, key=lambda r: -r["ms per step"]))
+
+
+def attribute(records: Iterable[KernelRecord | tuple[str, float, str | None]], steps: int = 1) -> OpBreakdown:
+    """Charge each kernel's device time to its launcher's category, by kernel name when it has none (Lab 02)."""
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    totals: dict[str, float] = {}
+    unlinked = 0.0  # µs charged from kernel names
+    for r in records:
+        kernel, us, launcher = (r.kernel, r.device_us, r.launcher) if isinstance(r, KernelRecord) else r
+        if us < 0:
+            raise ValueError(f"negative device time {us} µs for kernel {kernel!r}")
+        cat = op_category(launcher) if launcher else kernel_category(kernel)
+        unlinked += 0.0 if launcher else us
+        totals[cat] = totals.get(cat, 0.0) + us
+    rows = _rows(totals, steps)
+    return OpBreakdown(rows, BY_LAUNCHER, unlinked / sum(totals.values()))
+
+
+def kernel_records(events: Iterable[Any]) -> list[KernelRecord]:
+    """Every device kernel of a torch profile (``prof.events()``) with the CPU op that launched it (Lab 02).
+
+    torch's parser gives each CPU op the id of its launches and each kernel a ``linked_correlation_id``
+    naming that op (0 or unknown: no launcher).
+    """
+    from torch.autograd import DeviceType
+
+    events = list(events)
+    ops = {e.id: e.name for e in events  # CPU ops: the frontend events kernels link to
+           if e.device_type == DeviceType.CPU and not e.is_async and getattr(e, "linked_correlation_id", 0) == 0}
+    out = []
+    for e in events:
+        if e.device_type == DeviceType.CPU:
+            continue  # ops and runtime calls (cudaLaunchKernel, cuLaunchKernelEx): host time
+        link = getattr(e, "linked_correlation_id", 0)
+        out.append(KernelRecord(e.name, e.time_range.end - e.time_range.start, ops.get(link) if link else None))
+    return out
+
+
+def cpu_self_time(events: Iterable[Any], steps: int = 1) -> OpBreakdown:
+    """Charge each op's self CPU time (its children excluded, so nothing twice) to its category (Lab 02)."""
+    totals: dict[str, float] = {}
+    for e in events:  # prof.key_averages(): one row per op name, µs summed over calls
+        if e.self_cpu_time_total > 0:
+            cat = op_category(e.key)
+            totals[cat] = totals.get(cat, 0.0) + e.self_cpu_time_total
+    return OpBreakdown(_rows(totals, steps), BY_CPU_SELF_TIME)
+
+
+def torch_op_breakdown(step: Callable[[], Any], steps: int = 3, device: Any = "cpu") -> OpBreakdown:
+    """Profile ``steps`` calls of ``step()``; time per op category per step, kernels by launcher on CUDA (Lab 02)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    import torch
+
+    from labkit.runtime.device import torch_sync
+
+    cuda = torch.device(device).type == "cuda"
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    wait = torch_sync(device)
+    with profile(activities=acts) as prof:
+        for _ in range(steps):
+            step()
+        wait()
+    records = kernel_records(prof.events()) if cuda else []
+    if records:
+        return attribute(records, steps)
+    return cpu_self_time(prof.key_averages(), steps)
+
+
+def matmul_rate(flops_per_step: float, breakdown: OpBreakdown) -> float:
+    """FLOP/s the matmul + attention ops ran at in their own time: all of a GPT step's FLOPs (Lab 02).
+
+    It cannot exceed the chip's peak; a breakdown that misses matmul time (bucketing nvjet GEMMs
+    as "other") shows up as an impossible rate.
+    """
+    mm_s = breakdown.matmul_share * breakdown.ms_per_step / 1e3  # seconds per step in matmul + attention
+    if not mm_s > 0:
+        raise ValueError("the breakdown charged no time to matmul or attention")
+    return flops_per_step / mm_s
+
