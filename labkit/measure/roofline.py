@@ -92,11 +92,6 @@ class OpPoint:
         """Achieved bytes/s at the median time (Lab 00)."""
         return self.timing.rate(self.bytes)
 
-    @property
-    def fastest_flops_per_s(self) -> float:
-        """FLOP/s of the fastest repeat: on a shared machine noise only adds time (Lab 02)."""
-        return self.flops / self.timing.min_s
-
 
 # --------------------------------------------------------------------------------------
 # JAX
