@@ -8,8 +8,14 @@ reduce-scatter: it emits an all-reduce whose result each device then cuts with a
 ``compiled_as="all-reduce + dynamic-slice (CPU)"``, so the table reads the same on CPU, GPU
 and TPU.
 
-Cost model (:func:`ring_bytes`, :func:`link_for`, :func:`comm_time`): bytes each device sends
-in a ring algorithm / the bandwidth it pushes into the ring (``labkit.runtime.hardware`` ``link_gbs``).
+**Bytes, one definition** (:data:`SENT`): what each device *sends* per collective in the ring
+algorithm priced, from the full array D the collective is about (:func:`bytes_sent`):
+all-gather and reduce-scatter (n-1)/n x D, all-reduce 2(n-1)/n x D. An all-gather's HLO operand
+is one shard (D/n), a reduction's is D: :attr:`Collective.array_bytes` undoes that difference.
+
+Cost model (:func:`ring_bytes`, :func:`link_for`, :func:`comm_time`): bytes sent / the bandwidth
+each device pushes into the ring (``labkit.runtime.hardware`` ``link_gbs``); real topologies are
+priced in :mod:`labkit.sharding.topology`.
 Bandwidth only: per-hop latency (~µs) dominates KB-sized arrays, so small-model predictions are
 lower bounds.
 """
@@ -43,7 +49,7 @@ class Collective:
     name: str  # HLO instruction name
     shape: tuple[int, ...]  # operand shape on one device
     dtype: str  # HLO element type, e.g. "f32"
-    bytes: int  # operand bytes on one device
+    bytes: int  # HLO operand bytes on one device (an all-gather's is one shard: use array_bytes)
     group_size: int  # devices that take part together (n of the ring)
     replica_groups: tuple[tuple[int, ...], ...]  # device ids per group (pairs for a permute)
     op_name: str = ""  # the JAX op that caused it (HLO metadata), e.g. "jit(step)/.../dot_general"
@@ -54,6 +60,11 @@ class Collective:
         phase = "backward" if "transpose(" in self.op_name else "forward" if "jvp(" in self.op_name else ""
         op = re.sub(r"\(.*?\)", "", self.op_name.rsplit("/", 1)[-1]).strip(")") or "?"
         return f"{phase} {op}".strip() if self.op_name else "(compiler)"
+
+    @property
+    def array_bytes(self) -> int:
+        """D: bytes of the full array the collective is about (an all-gather's result) (Lab 03)."""
+        return self.bytes * self.group_size if self.kind == "all-gather" else self.bytes
 
     @property
     def ring_bytes(self) -> float:
@@ -71,21 +82,33 @@ class Collective:
         groups = self.replica_groups
         g = str([list(x) for x in groups[:2]])[:-1] + (", ...]" if len(groups) > 2 else "]")
         return {"kind": self.kind, "compiled as": self.compiled_as, "operand shape": self.shape,
-                "dtype": self.dtype, "bytes": self.bytes, "n": self.group_size,
-                "replica groups": g, "ring bytes sent": self.ring_bytes, "from": self.origin}
+                "dtype": self.dtype, "array bytes D": self.array_bytes, "n": self.group_size,
+                "replica groups": g, "bytes sent": self.ring_bytes, "from": self.origin}
 
 
-def ring_bytes(kind: str, nbytes: float, n: int) -> float:
-    """Bytes one device sends in a ring (all-)collective over n devices, operand nbytes (Lab 03)."""
+SENT = ("bytes sent = bytes each device sends per collective, ring algorithm, D = the full array: "
+        "all-gather / reduce-scatter (n-1)/n x D, all-reduce 2(n-1)/n x D")
+
+
+def bytes_sent(kind: str, array_bytes: float, n: int) -> float:
+    """Bytes one device sends in a ring collective of kind over n devices about a D-byte array (Lab 03)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown collective {kind!r}; known: {', '.join(KINDS)}")
     if n <= 1:
         return 0.0
     return {
-        "all-reduce": 2 * (n - 1) / n * nbytes,  # reduce-scatter then all-gather
-        "all-gather": (n - 1) * nbytes,  # operand is this device's 1/n of the result
-        "reduce-scatter": (n - 1) / n * nbytes,  # operand is the full array
-        "all-to-all": (n - 1) / n * nbytes,  # keeps 1/n, sends the rest once
-        "collective-permute": float(nbytes),  # one hop to one peer
+        "all-reduce": 2 * (n - 1) / n * array_bytes,  # reduce-scatter then all-gather
+        "all-gather": (n - 1) / n * array_bytes,  # forwards the n-1 shards it does not own
+        "reduce-scatter": (n - 1) / n * array_bytes,  # sends n-1 partial shards
+        "all-to-all": (n - 1) / n * array_bytes,  # keeps 1/n, sends the rest once
+        "collective-permute": float(array_bytes),  # one hop to one peer
     }[kind]
+
+
+def ring_bytes(kind: str, nbytes: float, n: int) -> float:
+    """Bytes one device sends in a ring collective, from the HLO *operand* bytes (Lab 03)."""
+    # The HLO operand of an all-gather is one shard (D / n); of every other kind it is D.
+    return bytes_sent(kind, nbytes * n if kind == "all-gather" else nbytes, n)
 
 
 def parse_shape(text: str) -> list[tuple[str, tuple[int, ...]]]:
@@ -243,22 +266,32 @@ def collectives(compiled: Any, n_devices: int | None = None) -> list[Collective]
 
 
 def summarize(table: Iterable[Collective], detail: bool = False) -> list[dict[str, Any]]:
-    """Rows per kind (or per kind, shape and origin if detail): count, bytes, ring bytes (Lab 03)."""
+    """Rows per kind (or kind, shape, origin if detail): count, array bytes D, bytes sent (Lab 03)."""
     rows: dict[tuple, dict[str, Any]] = {}
     for c in table:
         key = (KINDS.index(c.kind),) + ((c.compiled_as, c.shape, c.dtype, c.group_size, c.origin) if detail else ())
         head = {"kind": c.kind} | ({"compiled as": c.compiled_as, "operand shape": c.shape,
                                    "dtype": c.dtype, "n": c.group_size, "from": c.origin} if detail else {})
-        r = rows.setdefault(key, head | {"count": 0, "bytes": 0, "ring bytes sent": 0.0})
+        r = rows.setdefault(key, head | {"count": 0, "array bytes D": 0, "bytes sent": 0.0})
         r["count"] += 1
-        r["bytes"] += c.bytes
-        r["ring bytes sent"] += c.ring_bytes
+        r["array bytes D"] += c.array_bytes
+        r["bytes sent"] += c.ring_bytes
     return [rows[k] for k in sorted(rows, key=str)]
 
 
 def total_bytes(table: Iterable[Collective], kind: str | None = None) -> int:
-    """Sum of operand bytes per device, optionally of one kind (Lab 03)."""
+    """Sum of HLO operand bytes per device (shards for all-gathers: not a cost; see sent_bytes) (Lab 03)."""
     return sum(c.bytes for c in table if kind is None or c.kind == kind)
+
+
+def sent_bytes(table: Iterable[Collective], kind: str | None = None) -> float:
+    """Bytes each device sends per step, ring algorithm (the one definition, SENT) (Lab 03)."""
+    return sum(c.ring_bytes for c in table if kind is None or c.kind == kind)
+
+
+def array_bytes(table: Iterable[Collective], kind: str | None = None) -> int:
+    """Sum of the full arrays D the collectives are about, optionally of one kind (Lab 03)."""
+    return sum(c.array_bytes for c in table if kind is None or c.kind == kind)
 
 
 def kinds(table: Iterable[Collective]) -> dict[str, int]:

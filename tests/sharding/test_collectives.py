@@ -142,10 +142,33 @@ def test_summaries() -> None:
     table = C.collectives(MIXED)
     rows = C.summarize(table)
     assert [r["kind"] for r in rows] == ["all-reduce", "all-gather", "all-to-all", "collective-permute"]
-    assert sum(r["bytes"] for r in rows) == C.total_bytes(table)
+    assert sum(r["array bytes D"] for r in rows) == C.array_bytes(table)
     assert C.total_bytes(table, "all-reduce") == 256 + 256 * 64 * 2
     assert len(C.summarize(table, detail=True)) == 6  # the two all-gathers differ in how they compiled
-    assert {"kind", "operand shape", "bytes", "replica groups", "ring bytes sent"} <= set(table[0].row())
+    assert {"kind", "operand shape", "array bytes D", "replica groups", "bytes sent"} <= set(table[0].row())
+    by_kind = {r["kind"]: r for r in rows}
+    # all-gathers: operand (8,16) f32 = 512 B on 8 devices -> D = 4096; (8,16) on pairs -> D = 1024
+    assert by_kind["all-gather"]["array bytes D"] == 4096 + 1024
+    assert by_kind["all-gather"]["bytes sent"] == pytest.approx(7 / 8 * 4096 + 1 / 2 * 1024)
+    assert C.sent_bytes(table) == pytest.approx(sum(r["bytes sent"] for r in rows))
+    assert C.array_bytes(table, "all-reduce") == C.total_bytes(table, "all-reduce")  # a reduction's operand is D
+
+
+def test_one_definition_of_bytes_sent_by_hand() -> None:
+    # D = 1,000 bytes over n = 4 devices, ring: each device forwards 3 of the 4 quarters (750 B) for an
+    # all-gather or a reduce-scatter, and both phases (1,500 B) for an all-reduce.
+    assert C.bytes_sent("all-gather", 1000, 4) == 750
+    assert C.bytes_sent("reduce-scatter", 1000, 4) == 750
+    assert C.bytes_sent("all-reduce", 1000, 4) == 1500
+    assert C.bytes_sent("all-reduce", 1000, 1) == 0
+    # From the HLO operand: an all-gather's operand is one 250-byte shard, a reduction's the whole array.
+    assert C.ring_bytes("all-gather", 250, 4) == 750 and C.ring_bytes("reduce-scatter", 1000, 4) == 750
+    # FSDP's all-gather + reduce-scatter of a weight sends exactly what DP's all-reduce of it sends.
+    assert C.bytes_sent("all-gather", 1000, 4) + C.bytes_sent("reduce-scatter", 1000, 4) == C.bytes_sent(
+        "all-reduce", 1000, 4)
+    with pytest.raises(ValueError, match="unknown collective"):
+        C.bytes_sent("broadcast", 1000, 4)
+    assert "(n-1)/n x D" in C.SENT and "2(n-1)/n x D" in C.SENT
 
 
 # ---------------------------------------------------------------------------------------
