@@ -3,7 +3,8 @@
 Modules:
 
 - ``layouts``       meshes, layouts and the strategy presets of the course GPT
-- ``collectives``   the collectives in the compiled HLO and their ring cost model
+- ``collectives``   the collectives in the compiled HLO, and bytes sent (one definition)
+- ``topology``      one collective's time on a real topology: ring, bidirectional ring, torus, switch
 - ``memory_model``  bytes per device per strategy: a model against the compiler
 - ``train_step``    the course GPT's training step, sharded by a preset
 - ``torch_spmd``    the PyTorch side: torch-xla SPMD layouts and torchrun DDP

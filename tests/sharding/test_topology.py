@@ -1,0 +1,74 @@
+"""labkit.sharding.topology: every topology's collective time against its closed form, by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from labkit.runtime import hardware
+from labkit.sharding import topology as T
+from labkit.sharding.collectives import Collective
+
+D = 1e9  # bytes: the full array of every collective below
+AR8 = 2 * 7 / 8 * D  # bytes one device sends in an all-reduce over 8 (ring)
+
+
+def test_v5e8_is_a_2x4_grid_without_wraparound() -> None:
+    v5e8 = T.get("TPU v5e-8")
+    assert v5e8.shape == (2, 4) and v5e8.wraparound == (False, False) and v5e8.chips == 8
+    assert v5e8.link_gbs == 400 / 2 / 4  # bidirectional per chip / 2 directions / 4 links
+    # All 8 chips: a one-way ring pays S / W; a snake through the 2x4 grid closes on itself -> S / 2W;
+    # both axes at once (no wraparound: W each) -> S / 2W too.
+    assert T.collective_time("all-reduce", D, 8, v5e8, "ring") == pytest.approx(AR8 / 50e9)
+    assert T.collective_time("all-reduce", D, 8, v5e8, "bidirectional ring") == pytest.approx(AR8 / 100e9)
+    assert T.collective_time("all-reduce", D, 8, v5e8, "2-D torus") == pytest.approx(AR8 / 100e9)
+    # The 4-chip axis is a line: the bidirectional ring gains nothing (S / W), twice a ring with wraparound.
+    ar4 = 2 * 3 / 4 * D
+    assert T.collective_time("all-reduce", D, 4, v5e8, "bidirectional ring") == pytest.approx(ar4 / 50e9)
+    assert T.collective_time("all-reduce", D, 4, v5e8, "2-D torus") is None  # one axis only
+    assert T.collective_time("all-reduce", D, 8, v5e8, "switch") is None
+
+
+def test_v5e256_and_v5p256_use_every_axis_with_wraparound() -> None:
+    ar256 = 2 * 255 / 256 * D
+    assert T.collective_time("all-reduce", D, 256, "TPU v5e-256", "2-D torus") == pytest.approx(ar256 / 200e9)
+    ag16 = 15 / 16 * D  # one 16-chip axis, a real ring: both directions
+    assert T.collective_time("all-gather", D, 16, "TPU v5e-256", "bidirectional ring") == pytest.approx(ag16 / 100e9)
+    v5p = T.get("TPU v5p-256")
+    assert v5p.link_gbs == 1200 / 2 / 6 and v5p.shape == (4, 8, 8)
+    assert T.collective_time("all-reduce", D, 256, v5p) == pytest.approx(ar256 / 600e9)  # 3 axes x 2 x 100
+
+
+def test_switch_node_and_beyond_it() -> None:
+    assert T.collective_time("all-reduce", D, 8, "8x H100 SXM", "switch") == pytest.approx(AR8 / 450e9)
+    assert T.collective_time("reduce-scatter", D, 4, "8x H100 SXM") == pytest.approx(3 / 4 * D / 450e9)
+    assert T.collective_time("all-reduce", D, 8, "8x H100 SXM", "2-D torus") is None
+    # 256 GPUs = 32 nodes x 8: all-reduce inside the node, then 1/8 of it across 32 nodes at 50 GB/s.
+    want = AR8 / 450e9 + 2 * 31 / 32 * (D / 8) / 50e9
+    assert T.collective_time("all-reduce", D, 256, "256x H100 SXM") == pytest.approx(want)
+    assert T.collective_time("all-reduce", D, 256, "256x H100 SXM", "switch") is None
+
+
+def test_price_rows_and_table_time() -> None:
+    row = T.price("TPU v5e-8", "all-gather", D)
+    assert row["chips"] == 8 and row["best"] == "bidirectional ring"
+    assert row["best ms"] == pytest.approx(7 / 8 * D / 100e9 * 1e3) and row["switch ms"] is None
+    shard = Collective("all-gather", "all-gather", "ag", (2,), "f32", 125, 8, ((0, 1, 2, 3, 4, 5, 6, 7),))
+    red = Collective("all-reduce", "all-reduce", "ar", (250,), "f32", 1000, 4, ((0, 1, 2, 3),))
+    got = T.table_time([shard, red], "8x H100 SXM", scale=0.5)
+    assert got == pytest.approx((7 / 8 * 500 + 2 * 3 / 4 * 500) / 450e9)
+
+
+def test_bad_names_fail_clearly() -> None:
+    with pytest.raises(ValueError, match="unknown topology"):
+        T.get("TPU v9-8")
+    with pytest.raises(ValueError, match="no set of torus axes"):
+        T.collective_time("all-reduce", D, 3, "TPU v5e-8")
+    with pytest.raises(ValueError, match="algorithm must be one of"):
+        T.egress_gbs("TPU v5e-8", 8, "tree")
+
+
+def test_every_topology_figure_has_a_source() -> None:
+    for topo in hardware.TOPOLOGIES.values():
+        assert topo.chip in hardware.CHIPS and len(topo.shape) == len(topo.wraparound)
+        for key in ("shape", "link") + (("network",) if topo.network_gbs else ()):
+            assert topo.sources.get(key, "").strip(), f"{topo.name}: no source for {key}"
