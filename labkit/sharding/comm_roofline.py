@@ -1,0 +1,113 @@
+"""The communication roofline: a step's collectives against its compute, per system (Lab 03).
+
+Communication alone says nothing about whether a layout pays: what decides is its time against
+the compute time of the same step (and whether the two overlap). Per strategy and system:
+
+- compute: the step's FLOPs per device (``compiled.cost_analysis()``, which counts per device on
+  sharded code) over the chip's peak — the spec peak, and a measured one where we have it;
+- communication: the compiled step's collectives priced on the system's topology
+  (:func:`labkit.sharding.topology.table_time`), arrays at ``itemsize`` bytes per element (bf16: the
+  fp32 arrays compiled here scaled by 2/4, as a bf16 step on that chip would send them);
+- ratio = communication / compute: above 1 the step waits on the links unless they overlap.
+
+The data-parallel break-even (How to Scale Your Model, Austin et al., Google DeepMind, "Training"
+chapter): the backward pass does 4 FLOPs per parameter per token (T_math = 4·b·N / C over b tokens per
+device at C FLOP/s) while the gradient all-reduce sends 2(n-1)/n · p·N bytes at W bytes/s
+(T_comm, p bytes per parameter). Compute-bound when b > 2(n-1)/n · p/4 · C/W: with bf16 (p = 2) and
+large n, **b > C / W** — the scaling book's B/X > C/W_ici with W the bidirectional bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable
+
+from labkit.runtime import hardware
+from labkit.sharding import topology
+from labkit.sharding.collectives import DTYPE_BYTES, Collective
+
+SYSTEMS = {"v5e8": "TPU v5e-8", "h100x8": "8x H100 SXM"}  # record key -> topology name
+# Best large bf16 matmul measured on one chip, FLOP/s (HARDWARE.md, reference measurements: 8192^3
+# on one H100 80GB HBM3, ~755-800 TFLOP/s). No TPU v5e figure measured for this course yet.
+MEASURED_PEAK = {"NVIDIA H100 SXM": 800e12}
+FLOAT_TYPES = ("f32", "bf16", "f16", "f64")
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """One strategy on one system: compute and communication seconds per step, per device (Lab 03)."""
+
+    strategy: str
+    system: str  # topology name
+    flops: float  # per device per step
+    compute_s: float  # flops / spec peak
+    compute_measured_s: float | None  # flops / measured peak, where one exists
+    comm_s: float  # the step's collectives on the topology, bandwidth only
+
+    @property
+    def ratio(self) -> float:
+        """Communication over compute (spec peak): > 1 means the links, not the chip, set the pace (Lab 03)."""
+        return self.comm_s / self.compute_s
+
+    def row(self) -> dict[str, Any]:
+        """Table row in µs (Lab 03)."""
+        d = asdict(self)
+        return {"strategy": d["strategy"], "system": d["system"], "GFLOP/device": self.flops / 1e9,
+                "compute µs (spec)": self.compute_s * 1e6,
+                "compute µs (measured peak)": None if self.compute_measured_s is None
+                else self.compute_measured_s * 1e6,
+                "comm µs": self.comm_s * 1e6, "comm / compute": self.ratio,
+                "overlapped µs": max(self.comm_s, self.compute_s) * 1e6,
+                "serial µs": (self.comm_s + self.compute_s) * 1e6}
+
+
+def array_scale(table: Iterable[Collective], itemsize: int) -> float:
+    """Factor from the compiled float arrays to itemsize bytes per element (one dtype only) (Lab 03)."""
+    sizes = {DTYPE_BYTES[c.dtype] for c in table if c.dtype in FLOAT_TYPES}
+    if len(sizes) > 1:
+        raise ValueError(f"collectives in several float widths {sorted(sizes)}: price them one by one")
+    return itemsize / sizes.pop() if sizes else 1.0
+
+
+def flops_per_device(compiled: Any) -> float:
+    """FLOPs one device runs per step, from the compiled program's cost analysis (Lab 03)."""
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    if not cost or "flops" not in cost:
+        raise RuntimeError("this backend's compiled program reports no cost_analysis() flops")
+    return float(cost["flops"])
+
+
+def roofline(strategy: str, table: list[Collective], flops: float, system: str,
+             itemsize: int = 2, dtype: str = "bf16") -> Roofline:
+    """Compute vs communication of one compiled step on one system, per device (Lab 03)."""
+    topo = topology.get(system)
+    chip = hardware.CHIPS[topo.chip]
+    peak = chip.peak(dtype)
+    if peak is None:
+        raise ValueError(f"{chip.name} has no {dtype} peak; price the step in one of {chip.supported()}")
+    measured = MEASURED_PEAK.get(chip.name)
+    comm = topology.table_time(table, topo, array_scale(table, itemsize))
+    return Roofline(strategy, topo.name, flops, flops / peak,
+                    None if measured is None else flops / measured, comm)
+
+
+def dp_critical_batch(peak_flops: float, egress_bytes_s: float, n: int, bytes_per_param: float = 2,
+                      flops_per_param_token: float = 4) -> float:
+    """Tokens per device above which data parallelism is compute-bound: 2(n-1)/n·p/k · C/W (Lab 03).
+
+    k = 4 counts the backward pass only (its all-reduce can hide behind it: the scaling book's
+    convention); k = 6 counts the whole step.
+    """
+    if n <= 1:
+        return 0.0
+    return 2 * (n - 1) / n * bytes_per_param / flops_per_param_token * peak_flops / egress_bytes_s
+
+
+def system_intensity(system: str, n: int | None = None, dtype: str = "bf16") -> dict[str, float]:
+    """C, W (bytes/s a device pushes into an all-reduce over n chips) and C / W (Lab 03)."""
+    topo = topology.get(system)
+    n = topo.chips if n is None else n
+    peak = hardware.CHIPS[topo.chip].peak(dtype)
+    gbs = max(g for a in topology.ALGORITHMS if (g := topology.egress_gbs(topo, n, a)) is not None)
+    return {"C FLOP/s": peak, "W bytes/s": gbs * 1e9, "C / W FLOP/byte": peak / (gbs * 1e9)}

@@ -1,0 +1,53 @@
+"""labkit.sharding.comm_roofline against hand-computed small cases (bytes, bandwidths, FLOPs chosen
+so the answer is known)."""
+
+from __future__ import annotations
+
+import pytest
+
+from labkit.sharding import comm_roofline as R
+from labkit.sharding.collectives import Collective
+
+
+def _ar(nbytes: int, n: int = 8, dtype: str = "f32") -> Collective:
+    return Collective("all-reduce", "all-reduce", "ar", (nbytes // 4,), dtype, nbytes, n, (tuple(range(n)),))
+
+
+def test_roofline_by_hand_on_h100x8() -> None:
+    # 8 MB of fp32 gradients all-reduced over 8 H100s, priced as bf16: D = 4 MB, sent 2·7/8·4 MB = 7 MB
+    # at 450 GB/s -> 15.56 µs. 9.89 GFLOP per device at 989 TFLOP/s -> 10 µs; at 800 measured -> 12.36 µs.
+    r = R.roofline("dp", [_ar(8_000_000)], 9.89e9, "8x H100 SXM")
+    assert r.comm_s == pytest.approx(7e6 / 450e9)
+    assert r.compute_s == pytest.approx(10e-6) and r.compute_measured_s == pytest.approx(9.89e9 / 800e12)
+    assert r.ratio == pytest.approx(7e6 / 450e9 / 10e-6)
+    row = r.row()
+    assert row["overlapped µs"] == pytest.approx(7e6 / 450e9 * 1e6) and row["serial µs"] == pytest.approx(
+        (7e6 / 450e9 + 10e-6) * 1e6)
+
+
+def test_roofline_by_hand_on_v5e8_and_no_measured_peak() -> None:
+    # Same gradients on a v5e-8: the 8-chip ring snakes through the 2x4 grid at 2 x 50 GB/s = 100 GB/s.
+    r = R.roofline("dp", [_ar(8_000_000)], 1.97e9, "TPU v5e-8")
+    assert r.comm_s == pytest.approx(7e6 / 100e9) and r.compute_s == pytest.approx(1.97e9 / 197e12)
+    assert r.compute_measured_s is None
+    assert r.ratio == pytest.approx(7)
+    # fp32 priced as fp32 (itemsize 4): twice the bytes
+    assert R.roofline("dp", [_ar(8_000_000)], 1.97e9, "TPU v5e-8", itemsize=4).comm_s == pytest.approx(2 * r.comm_s)
+
+
+def test_dp_critical_batch_is_the_scaling_books_rule() -> None:
+    # The scaling book: TPU v5p, C = 4.6e14, W = 2 x 9e10 (1-D ring over ICI): 2,555 tokens per chip
+    assert R.dp_critical_batch(4.6e14, 1.8e11, n=10**9) == pytest.approx(4.6e14 / 1.8e11, rel=1e-6)
+    assert R.dp_critical_batch(100.0, 1.0, n=2) == pytest.approx(2 * 1 / 2 * 2 / 4 * 100)  # 50
+    assert R.dp_critical_batch(100.0, 1.0, n=8, flops_per_param_token=6) == pytest.approx(2 * 7 / 8 * 2 / 6 * 100)
+    assert R.dp_critical_batch(100.0, 1.0, n=1) == 0.0
+    v5e = R.system_intensity("TPU v5e-8")
+    assert v5e["W bytes/s"] == 100e9 and v5e["C / W FLOP/byte"] == pytest.approx(1970)
+    assert R.system_intensity("8x H100 SXM")["C / W FLOP/byte"] == pytest.approx(989e12 / 450e9)
+
+
+def test_mixed_float_widths_refused_and_unknown_dtype() -> None:
+    with pytest.raises(ValueError, match="several float widths"):
+        R.array_scale([_ar(800), _ar(800, dtype="bf16")], 2)
+    with pytest.raises(ValueError, match="no fp32 peak"):
+        R.roofline("dp", [_ar(800)], 1e9, "TPU v5e-8", dtype="fp32")
