@@ -5,12 +5,18 @@ Not a test (timings depend on the machine). Run it on the runtime you want to me
     .venv/bin/python benchmarks/bench_serve.py                  # full profile: the "small" GPT
     .venv/bin/python benchmarks/bench_serve.py --profile smoke  # a CPU-sized check that the script works
 
-Paths (labkit.export.serve): torch eager, torch.compile (on CUDA; ``--torch-compile on`` elsewhere),
+Paths (labkit.export.serve, labkit.export.cuda_graph): torch eager, torch.compile (on CUDA;
+``--torch-compile on`` elsewhere), the static-cache decoder (on CUDA: the step replayed as a CUDA
+graph, eager ops and torch.compile'd; on a CPU: the same static buffers without graphs),
 torch.export, JAX jit, and the StableHLO artifact (jax.export, deserialized) — all fp32, the
-same weights, greedy decoding. JAX runs on its default device, torch on CUDA if present else
-the CPU. Writes benchmarks/results/serve_<device>_<host>.json with device, versions, config and
-p50/p95 TTFT and TPOT (ms) and tokens/s per path and batch. Goal (issue 7, same GPU, batch 32):
-torch.compile reaches >= 80% of the tokens/s of JAX jit.
+same weights, greedy decoding, checked to give the same tokens before any timing. JAX runs on its
+default device, torch on CUDA if present else the CPU. Writes
+benchmarks/results/serve_<device>_<host>.json with device, versions, config and p50/p95 TTFT and
+TPOT (ms) and tokens/s per path and batch.
+
+Goal (issue 18 §3, one H100-class GPU): the best torch path reaches >= 90% of JAX jit's tokens/s
+at batch 32 and at batch 1 (within 10%). The ratio is reported on every device; "met" is judged
+only where torch runs on CUDA (on a CPU it is null: the goal is about GPU launch overhead).
 """
 
 from __future__ import annotations
@@ -24,17 +30,17 @@ from pathlib import Path
 
 import labkit
 from _results import default_path
-from labkit.export import routes as export, stablehlo as export_hlo, serve
+from labkit.export import cuda_graph, routes as export, stablehlo as export_hlo, serve
 from labkit.runtime import versions
 from labkit.gpt.flax_model import FlaxGPT
 from labkit.gpt.convert import flax_to_torch, flat_params_numpy
 from labkit.gpt.config import get_config
 
-GOAL = 0.80  # torch.compile tokens/s / JAX jit tokens/s at batch GOAL_BATCH on the same GPU (issue 7)
-GOAL_BATCH = 32
+GOAL = 0.90  # best torch path tokens/s / JAX jit tokens/s, on the same GPU (issue 18 §3)
+GOAL_BATCHES = (1, 32)
 PROFILES = {  # model, batch sizes, prompt and generated tokens, timed generations per point
     "full": dict(model="small", overrides={}, batches=(1, 8, 32, 64), prompt=64, new=64, repeats=10),
-    "smoke": dict(model="test", overrides={"d_model": 64, "n_head": 4, "seq_len": 64}, batches=(1, 4, 16),
+    "smoke": dict(model="test", overrides={"d_model": 64, "n_head": 4, "seq_len": 64}, batches=(1, 4, 32),
                   prompt=16, new=16, repeats=3),
 }
 
@@ -80,6 +86,10 @@ def main() -> None:
     decoders = [serve.TorchDecoder(tm, "eager", device=tdev)]
     if compile_torch:
         decoders.append(serve.TorchDecoder(tm, "compile", device=tdev))
+    # static KV cache: a CUDA graph per shape on CUDA, plain static buffers on a CPU
+    decoders.append(cuda_graph.StaticTorchDecoder(tm, device=tdev))
+    if compile_torch and tdev.type == "cuda":
+        decoders.append(cuda_graph.StaticTorchDecoder(tm, compiled=True, device=tdev))
     decoders += [serve.TorchDecoder(tm, "export", device=tdev, program=program),
                  serve.JaxDecoder.native(cfg, flat),
                  serve.JaxDecoder.from_exported(artifact, cfg, flat)]
@@ -100,12 +110,20 @@ def main() -> None:
                   f"TPOT p50 {s.tpot_p50_ms:7.3f} ms  p95 {s.tpot_p95_ms:7.3f}  {s.tokens_per_s:10.0f} tok/s  "
                   f"({time.perf_counter() - t0:.1f} s)", flush=True)
 
-    goal = None
-    by = {(s.path, s.batch): s for s in stats}
-    if rt.platform == "gpu" and tdev.type == "cuda" and ("torch.compile", GOAL_BATCH) in by:
-        ratio = by[("torch.compile", GOAL_BATCH)].tokens_per_s / by[("JAX jit", GOAL_BATCH)].tokens_per_s
-        goal = {"batch": GOAL_BATCH, "goal": GOAL, "torch_compile_over_jax": ratio, "met": ratio >= GOAL}
-        print(f"torch.compile / JAX jit at batch {GOAL_BATCH}: {ratio:.0%} (goal >= {GOAL:.0%})")
+    goal = []
+    on_gpu = rt.platform == "gpu" and tdev.type == "cuda"
+    for b in GOAL_BATCHES:
+        torch_rows = [s for s in stats if s.batch == b and s.path.startswith("torch")]
+        jax_row = next((s for s in stats if s.batch == b and s.path == "JAX jit"), None)
+        if not torch_rows or jax_row is None:
+            continue
+        best = max(torch_rows, key=lambda s: s.tokens_per_s)
+        ratio = best.tokens_per_s / jax_row.tokens_per_s
+        goal.append({"batch": b, "goal": GOAL, "best_torch_path": best.path, "best_torch_tokens_per_s":
+                     best.tokens_per_s, "jax_jit_tokens_per_s": jax_row.tokens_per_s, "best_torch_over_jax": ratio,
+                     "met": (ratio >= GOAL) if on_gpu else None})
+        print(f"batch {b}: best torch path {best.path} / JAX jit = {ratio:.0%} (goal >= {GOAL:.0%} on a GPU"
+              f"{'' if on_gpu else '; not judged here'})")
     result = {
         "device": rt.chip, "platform": rt.platform, "torch_device": tdev.type, "host": socket.gethostname(),
         "date": time.strftime("%Y-%m-%d"), "profile": args.profile, "versions": versions.collect(),

@@ -100,7 +100,7 @@ class SLO:
 
     def describe(self) -> str:
         """e.g. "TTFT <= 200 ms, TPOT <= 50 ms", or "no SLO" (Lab 05)."""
-        parts = [f"{name} <= {x * 1e3:g} ms" for name, x in
+        parts = [f"{name} <= {x * 1e3:.3g} ms" for name, x in
                  (("TTFT", self.ttft_s), ("TPOT", self.tpot_s), ("E2E", self.e2e_s)) if x is not None]
         return ", ".join(parts) or "no SLO"
 

@@ -91,7 +91,7 @@ def plot_latency_vs_throughput(stats: Sequence[LoadStats], q: int = 99) -> Figur
                 ax.annotate(f"{s.rate:g}/s", (s.output_throughput, s.ms(metric, q)), fontsize=7,
                             textcoords="offset points", xytext=(3, 3))
         if limit is not None:
-            ax.axhline(limit * 1e3, color="k", ls="--", lw=1, label=f"SLO {limit * 1e3:g} ms")
+            ax.axhline(limit * 1e3, color="k", ls="--", lw=1, label=f"SLO {limit * 1e3:.3g} ms")
         ax.set_yscale("log")
         ax.set_xlabel("throughput (generated tokens / s)")
         ax.set_ylabel(f"{metric.upper()} p{q} (ms)")

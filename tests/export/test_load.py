@@ -143,3 +143,4 @@ def test_bad_requests_and_policy() -> None:
     with pytest.raises(ValueError, match="no traces"):
         load.load_stats([], SLO())
     assert SLO(ttft_s=0.2, tpot_s=0.05).describe() == "TTFT <= 200 ms, TPOT <= 50 ms"
+    assert SLO(e2e_s=0.00363662).describe() == "E2E <= 3.64 ms"
