@@ -105,7 +105,26 @@ def _layernorm(x: Any, g: Any, b: Any, eps: float) -> Any:
     return (x - mu) * (1.0 / jnp.sqrt(var + eps)) * g + b  # (batch, seq, d_model)
 
 
-def gpt_logits(params: Params, tokens: Any, cfg: GPTConfig) -> Any:
+def use_weight(fn: Any, x: Any, w: Any) -> Any:
+    """``fn(x, w)``: how a matmul uses its weight; labkit.sharding.fsdp_schedule swaps it (Lab 03)."""
+    return fn(x, w)
+
+
+def _einsum_qkv(a: Any, w: Any) -> Any:
+    import jax.numpy as jnp
+
+    return jnp.einsum("btd,dke->btke", a, w)  # (b, t, d) x (d, 3, d) -> (b, t, 3, d)
+
+
+def _matmul(a: Any, w: Any) -> Any:
+    return a @ w
+
+
+def _head(a: Any, w: Any) -> Any:
+    return a @ w.T  # tied head: (b, t, d) x (vocab, d)^T
+
+
+def gpt_logits(params: Params, tokens: Any, cfg: GPTConfig, use: Any = use_weight) -> Any:
     """Logits (batch, seq, vocab) of the course GPT for int tokens (batch, seq) (Lab 03)."""
     import jax
     import jax.numpy as jnp
@@ -116,23 +135,23 @@ def gpt_logits(params: Params, tokens: Any, cfg: GPTConfig) -> Any:
     for i in range(cfg.n_layer):
         p = lambda k: params[f"blocks.{i}.{k}"]  # noqa: E731
         a = _layernorm(x, p("ln1_g"), p("ln1_b"), cfg.ln_eps)
-        qkv = jnp.einsum("btd,dke->btke", a, p("w_qkv"))  # (b, t, 3, d): q, k, v
+        qkv = use(_einsum_qkv, a, p("w_qkv"))  # (b, t, 3, d): q, k, v
         q, k, v = (qkv[:, :, j].reshape(b, t, h, hd) for j in range(3))  # (b, t, heads, hd)
         y = jax.nn.dot_product_attention(q, k, v, is_causal=True).reshape(b, t, h * hd)
-        x = x + y @ p("w_proj")
+        x = x + use(_matmul, y, p("w_proj"))
         a = _layernorm(x, p("ln2_g"), p("ln2_b"), cfg.ln_eps)
-        x = x + jax.nn.gelu(a @ p("w_fc"), approximate=True) @ p("w_out")  # (b, t, d)
+        x = x + use(_matmul, jax.nn.gelu(use(_matmul, a, p("w_fc")), approximate=True), p("w_out"))
     x = _layernorm(x, params["lnf_g"], params["lnf_b"], cfg.ln_eps)
-    return x @ params["wte"].T  # tied head -> (b, t, vocab)
+    return use(_head, x, params["wte"])  # tied head -> (b, t, vocab)
 
 
-def gpt_loss(params: Params, x: Any, y: Any, cfg: GPTConfig) -> Any:
+def gpt_loss(params: Params, x: Any, y: Any, cfg: GPTConfig, use: Any = use_weight) -> Any:
     """Mean next-token cross-entropy in nats, as labkit.gpt.flax_model.flax_loss (Lab 03)."""
     import jax
     import jax.numpy as jnp
 
     # Same maths as labkit.gpt.flax_model.cross_entropy_jax, without importing flax in every worker.
-    logp = jax.nn.log_softmax(gpt_logits(params, x, cfg).astype(jnp.float32), axis=-1)  # (b, t, vocab)
+    logp = jax.nn.log_softmax(gpt_logits(params, x, cfg, use).astype(jnp.float32), axis=-1)  # (b, t, vocab)
     return -jnp.take_along_axis(logp, y[..., None].astype(jnp.int32), axis=-1).mean()
 
 

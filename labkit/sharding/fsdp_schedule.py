@@ -1,0 +1,101 @@
+"""FSDP as compiled vs FSDP as taught: when are the weights gathered, and what does it cost? (Lab 03).
+
+Under the "fsdp" layout the partitioner inserts the all-gathers itself, and XLA keeps each
+gathered weight alive from its forward use into the backward pass that needs it again
+(``"kept"``). ZeRO-3 as taught frees the gathered weight after its forward use and gathers it
+*again* in the backward pass (``"regather"``): more bytes sent, fewer bytes held.
+
+The re-gather is written with ``jax.custom_vjp`` around each matmul's use of its weight: the forward
+saves only this device's shard (not the gathered weight) for the backward pass, and the backward
+gathers again behind an ``optimization_barrier`` with the incoming cotangent — without that
+barrier XLA is free to hoist the second gather up into the forward pass (it does, on CPU),
+which would be the "kept" schedule again. Same maths, so the gradients are the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from labkit.gpt.config import GPTConfig
+from labkit.sharding import collectives as coll
+from labkit.sharding import layouts as sharding
+from labkit.sharding import memory_model as mm
+from labkit.sharding import train_step as st
+
+SCHEDULES = ("kept", "regather")
+
+
+def zero3_use(mesh: Any) -> Any:
+    """A ``use(fn, x, w)`` that gathers w for the forward and again for the backward (Lab 03)."""
+    import jax
+
+    whole = sharding.named(mesh, sharding.spec_of())
+
+    def gather(w: Any) -> Any:  # the FSDP shard -> the whole weight on every device: an all-gather
+        return jax.lax.with_sharding_constraint(w, whole)
+
+    def backward(fn: Any, res: tuple, g: Any) -> tuple:
+        x, w = res  # x: the matmul input; w: this device's shard (global shape, FSDP layout)
+        w, g = jax.lax.optimization_barrier((w, g))  # gather again only once the cotangent exists
+        _, vjp = jax.vjp(fn, x, gather(w))
+        return vjp(g)  # (dx, dw): dw whole here; the step's layout reduce-scatters it
+
+    bound: dict[Any, Any] = {}  # one custom_vjp per matmul kind (fn is a module-level function)
+
+    def call(fn: Any, x: Any, w: Any) -> Any:
+        if fn not in bound:
+            f = jax.custom_vjp(lambda x, w: fn(x, gather(w)))
+            # forward: save the input and the shard, not the gathered weight
+            f.defvjp(lambda x, w: (fn(x, gather(w)), (x, w)), lambda res, g: backward(fn, res, g))
+            bound[fn] = f
+        return bound[fn](x, w)
+
+    return call
+
+
+def grad_step(cfg: GPTConfig, schedule: str = "kept", mesh: Any = None) -> tuple[Any, Any]:
+    """Jitted (params, x, y) -> (loss, grads) under the FSDP layout, and its mesh (Lab 03)."""
+    import jax
+
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    s = sharding.get_strategy("fsdp")
+    mesh = mesh if mesh is not None else sharding.strategy_mesh(s)
+    specs = s.param_specs(st.param_shapes(cfg), mesh, n_head=cfg.n_head)
+    p_sh = {k: sharding.named(mesh, v) for k, v in specs.items()}
+    rows = sharding.named(mesh, sharding.spec_of(*s.batch_spec))
+    use = st.use_weight if schedule == "kept" else zero3_use(mesh)
+
+    def step(params: Any, x: Any, y: Any) -> tuple:
+        with jax.default_matmul_precision("highest"):  # fp32 both ways: the two schedules compare exactly
+            return jax.value_and_grad(st.gpt_loss)(params, x, y, cfg, use)
+
+    # Gradients come out in the parameters' layout: a reduce-scatter in both schedules.
+    fn = jax.jit(step, in_shardings=(p_sh, rows, rows),
+                 out_shardings=(sharding.named(mesh, sharding.spec_of()), p_sh))
+    return fn, mesh
+
+
+def measure(cfg: GPTConfig, batch: int, schedule: str, mesh: Any = None, fast: bool = True,
+            seed: int = 0) -> dict[str, Any]:
+    """Compile one schedule and read its all-gathers, bytes sent and peak memory; run it once (Lab 03)."""
+    fn, mesh = grad_step(cfg, schedule, mesh)
+    params, (x, y) = st.init_params(cfg, seed), st.demo_batch(cfg, batch, seed)
+    lowered = fn.lower(params, x, y)
+    compiled = lowered.compile(st.FAST_COMPILE) if fast else lowered.compile()
+    table = coll.collectives(compiled)
+    loss, grads = compiled(params, x, y)
+    return {"schedule": schedule, "compiled": compiled, "table": table, "loss": float(loss),
+            "grads": {k: np.asarray(v) for k, v in grads.items()},
+            "all-gathers": coll.kinds(table).get("all-gather", 0),
+            "all-gather bytes sent": coll.sent_bytes(table, "all-gather"),
+            "bytes sent": coll.sent_bytes(table), "peak bytes": mm.compiled_peak(compiled)}
+
+
+def row(m: dict[str, Any]) -> dict[str, Any]:
+    """Table row of a :func:`measure` result, in KiB / MiB (Lab 03)."""
+    return {"schedule": m["schedule"], "all-gathers": m["all-gathers"],
+            "all-gather KiB sent": m["all-gather bytes sent"] / 2**10,
+            "KiB sent (all collectives)": m["bytes sent"] / 2**10, "peak MiB": m["peak bytes"] / 2**20}
