@@ -148,6 +148,16 @@ def _make_fp8_matmul() -> Any:
 _FP8_MATMUL: Any = None
 
 
+def quantize_jax(x: Any, fmt: str = FORWARD) -> tuple[Any, Any]:
+    """(Lab 04) (fp8 array, fp32 scale) in JAX: current scaling, saturating cast."""
+    return _q_jax(x, fmt)
+
+
+def scaled_dot(qa: Any, sa: Any, qb: Any, sb: Any) -> Any:
+    """(Lab 04) The fp8 GEMM alone on pre-quantized operands: (qa @ qb) / (sa * sb), fp32 out (JAX)."""
+    return _dot(qa, qb) / (sa * sb)
+
+
 def fp8_matmul(x: Any, w: Any) -> Any:
     """(Lab 04) x (m, k) @ w (k, n) in scaled fp8 (e4m3 forward, e5m2 grads), fp32 result; JAX."""
     global _FP8_MATMUL

@@ -71,3 +71,12 @@ def test_matmul_errors_are_fp8_sized() -> None:
     assert e["y (e4m3 x e4m3)"] < e["dx (e5m2 x e4m3)"] < 0.1  # e5m2 has one mantissa bit less
     small = fp8.matmul_errors(64, 256, 64, seed=0, std=1e-4)  # the scales make magnitude irrelevant
     assert small["y (e4m3 x e4m3)"] == pytest.approx(e["y (e4m3 x e4m3)"], rel=1e-3)
+
+
+def test_the_gemm_alone_equals_the_full_fp8_matmul() -> None:
+    rng = np.random.default_rng(2)
+    x, w = (jnp.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((16, 64), (64, 8)))
+    qx, sx = fp8.quantize_jax(x)
+    qw, sw = fp8.quantize_jax(w)
+    assert qx.dtype == jnp.float8_e4m3fn and float(jnp.abs(qx.astype(jnp.float32)).max()) == 448.0
+    np.testing.assert_array_equal(np.asarray(fp8.scaled_dot(qx, sx, qw, sw)), np.asarray(fp8.fp8_matmul(x, w)))
