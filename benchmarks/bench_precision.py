@@ -8,8 +8,10 @@ writes benchmarks/results/precision_<device>_<host>.json with the device and lib
     .venv/bin/python benchmarks/bench_precision.py                   # full profile (accelerator)
     .venv/bin/python benchmarks/bench_precision.py --profile smoke   # tiny model, CPU-friendly
 
-Lab 04's claim to check on an H100-class GPU: the bf16 step is at least 2x faster than the
-fp32-highest step (the fp32 baseline without TF32).
+Lab 04's goal on an H100-class GPU (issue 17): the bf16 step at least 2x the TF32 step in both
+frameworks (and far more than true fp32). The full profile is Lab 04's full timing model: GPT-2
+small's shape on bytes, 16 x 512 tokens -- compute-bound on an H100 and, by
+labkit.precision.speed.memory_estimate, under 16 GB even in fp32 (a T4 / TPU v5e).
 """
 
 from __future__ import annotations
@@ -25,14 +27,15 @@ from pathlib import Path
 
 import labkit
 from labkit.runtime import hardware, versions
+from labkit.precision import speed
 from labkit.precision import train as precision_train
 from labkit.gpt.data import ByteTokenizer, load_corpus
 from labkit.gpt.config import get_config, n_params
 
-# (model config, overrides, batch, steps): "full" is GPT-2-small shaped on bytes, large enough
-# for the matmuls to dominate on an H100; "smoke" is the tiny test model for a CPU.
+# (model config, overrides, batch, steps): "full" is Lab 04's full timing model (Sizes.speed);
+# "smoke" is the tiny test model for a CPU.
 PROFILES = {
-    "full": ("gpt2-small", {"vocab_size": 256}, 16, 30),
+    "full": ("gpt2-small", {"vocab_size": 256, "seq_len": 512}, 16, 30),
     "smoke": ("test", {}, 8, 20),
 }
 # name in the report -> (training precision, fp32_matmul setting)
@@ -79,6 +82,10 @@ def main() -> None:
         if prec not in plan:
             print(f"skip {variant}: {why}")
             continue
+        timeable, missing = speed.variants_for(rt.platform, rt.bf16)
+        if variant == "fp32_tf32" and "tf32" not in timeable:  # e.g. a CPU: TF32 does not exist there
+            print(f"skip {variant}: {missing['tf32']}")
+            continue
         tc = precision_train.TrainConfig(**tc_base, fp32_matmul=fp32_matmul)
         for fw in args.frameworks:
             if fw == "torch" and not torch_ok:
@@ -93,7 +100,10 @@ def main() -> None:
                          "step_ms_median": r.step_time_s * 1e3, "step_ms_min": times_ms[0],
                          "step_ms_max": times_ms[-1], "tokens_per_s": batch * cfg.seq_len / r.step_time_s,
                          "final_loss": r.final_loss(), "skipped_steps": r.skipped,
-                         "memory_bytes": r.memory, "wall_s": time.perf_counter() - t0})
+                         "memory_bytes": r.memory, "measured_bytes": speed.measured_bytes(r.memory),
+                         "estimated_bytes": speed.memory_estimate(cfg, batch, cfg.seq_len,
+                                                                  4 if prec == "fp32" else 2)["total"],
+                         "wall_s": time.perf_counter() - t0})
             print(f"{fw:5s} {variant:13s} {r.step_time_s * 1e3:9.2f} ms/step  loss {r.final_loss():.3f}  "
                   f"saved-for-backward {r.memory['saved_for_backward'] / 1e6:8.1f} MB")
 
@@ -112,15 +122,16 @@ def main() -> None:
         "versions": versions.collect(),
         "date": time.strftime("%Y-%m-%d"),
         "results": rows,
-        "bf16_speedup_vs_fp32_highest": {fw: speedup(fw, "fp32_highest", "bf16") for fw in args.frameworks},
-        "bf16_speedup_vs_fp32_tf32": {fw: speedup(fw, "fp32_tf32", "bf16") for fw in args.frameworks},
+        # the names Lab 04 records: bf16_speedup_vs_fp32_<fw> (true fp32) and bf16_speedup_vs_tf32_<fw>
+        **{f"bf16_speedup_vs_fp32_{fw}": speedup(fw, "fp32_highest", "bf16") for fw in args.frameworks},
+        **{f"bf16_speedup_vs_tf32_{fw}": speedup(fw, "fp32_tf32", "bf16") for fw in args.frameworks},
         "note": why,
     }
     device = _slug(hardware.describe(rt.chip) if hardware.lookup(rt.chip) else rt.platform)
     out = args.out or Path(__file__).parent / "results" / f"precision_{device}_{_slug(socket.gethostname())}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
-    print(f"bf16 speed-up vs fp32 (no TF32): {result['bf16_speedup_vs_fp32_highest']}")
+    print({k: v for k, v in result.items() if k.startswith("bf16_speedup")})
     print(f"wrote {out}")
 
 

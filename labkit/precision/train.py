@@ -187,6 +187,8 @@ def train_torch(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainCon
     scaler = ls.torch_grad_scaler(tc.loss_scale, dev) if precision == "fp16_scaled" else None
     batches = Batcher(tokens, tc.batch, tc.seq, seed=tc.seed)
     x0 = to_torch(next(Batcher(tokens, tc.batch, tc.seq, seed=tc.seed))[0], dev)
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)  # the peak of this run, not of the process
     before = torch.get_float32_matmul_precision()
     torch_prec = _FP32_MATMUL[tc.fp32_matmul][1]
     try:

@@ -1,0 +1,105 @@
+"""PyTorch AMP as users meet it: what autocast keeps in fp32, unscale before clipping, bf16 without a scaler (Lab 04).
+
+``torch.autocast`` runs each op in a dtype chosen per op: matmuls and convolutions in the low
+precision, and a list of ops "that can autocast to float32" -- on CUDA that list includes
+``softmax``, ``log_softmax``, ``layer_norm``, ``group_norm``, ``cross_entropy``, ``mse_loss``,
+``exp``, ``sum`` (PyTorch AMP docs, "Autocast Op Reference"): exponentials, normalisation
+statistics and long sums need fp32's range and precision. The CPU lists differ (losses are
+fp32; softmax and layer_norm return bf16 there, computed in fp32 inside the kernel), so
+:func:`autocast_dtypes` *measures* what this runtime does instead of quoting a list.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+# Ops the lab probes: name -> True if PyTorch's AMP docs list it among the CUDA ops that autocast to float32.
+CUDA_FP32_LIST = {"matmul": False, "linear": False, "gelu": False, "softmax": True, "log_softmax": True,
+                  "layer_norm": True, "cross_entropy": True, "mse_loss": True}
+
+
+def _ops() -> dict[str, Any]:
+    import torch
+    import torch.nn.functional as F
+
+    return {"matmul": lambda h, w, y: h @ w, "linear": lambda h, w, y: F.linear(h, w),
+            "gelu": lambda h, w, y: F.gelu(h), "softmax": lambda h, w, y: torch.softmax(h, -1),
+            "log_softmax": lambda h, w, y: F.log_softmax(h, -1),
+            "layer_norm": lambda h, w, y: F.layer_norm(h, h.shape[-1:]),
+            "cross_entropy": lambda h, w, y: F.cross_entropy(h, y), "mse_loss": lambda h, w, y: F.mse_loss(h, h * 0.5)}
+
+
+def _roundings(out: Any, ref: Any, dtype: Any) -> float:
+    import torch
+
+    u = torch.finfo(dtype).eps / 2  # unit roundoff: one correct rounding errs by <= u relative
+    err = (out.double() - ref.double()).abs()
+    ok = ref.abs() > 0
+    return float((err[ok] / (ref.double().abs()[ok] * u)).max())
+
+
+def autocast_dtypes(device: str = "cpu", dtype: Any = None, seed: int = 0) -> list[dict[str, Any]]:
+    """(Lab 04) Per op under autocast: output dtype, and its max error vs fp32 in units of one low-precision rounding."""
+    import torch
+
+    dtype = torch.bfloat16 if dtype is None else dtype
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(64, 256, generator=g).to(device) * 4  # (tokens, features): logits-sized values
+    w = torch.randn(256, 256, generator=g).to(device) / 16
+    y = torch.randint(0, 256, (64,), generator=g).to(device)
+    rows = []
+    for name, f in _ops().items():
+        h = x.to(dtype)  # what a previous autocast matmul hands on: a low-precision activation
+        with torch.autocast(device, dtype=dtype):
+            out = f(h, w, y)
+        ref = f(h.float(), w.to(dtype).float(), y)  # the same op on the same (rounded) inputs, in fp32
+        rows.append({"op": name, "output dtype": str(out.dtype).replace("torch.", ""),
+                     "max error (roundings)": _roundings(out, ref, dtype),
+                     "CUDA autocast list (docs)": "float32" if CUDA_FP32_LIST[name] else "low precision"})
+    return rows
+
+
+def softmax_in_low_precision(device: str = "cpu", dtype: Any = None, seed: int = 0) -> float:
+    """(Lab 04) Max error (in roundings) of a softmax whose exp and running sum are kept in ``dtype``: why fp32."""
+    import torch
+
+    dtype = torch.bfloat16 if dtype is None else dtype
+    x = (torch.randn(64, 256, generator=torch.Generator().manual_seed(seed)) * 4).to(device).to(dtype)
+    e = (x - x.max(-1, keepdim=True).values).exp()  # (64, 256) in dtype
+    s = torch.zeros(64, 1, dtype=dtype, device=device)
+    for j in range(e.shape[1]):  # a running sum that stays in the low precision
+        s = s + e[:, j:j + 1]
+    return _roundings(e / s, torch.softmax(x.float(), -1), dtype)
+
+
+def clip_after_scaling(scale: float = 2.0**16, max_norm: float = 1.0, seed: int = 0) -> dict[str, float]:
+    """(Lab 04) Norm of the applied gradient when clipping after ``GradScaler.unscale_`` vs on the scaled grads."""
+    import torch
+
+    out = {}
+    for unscale_first in (True, False):
+        torch.manual_seed(seed)
+        p = torch.nn.Parameter(torch.randn(1000))
+        opt = torch.optim.SGD([p], lr=1.0)
+        scaler = torch.amp.GradScaler("cpu", init_scale=scale, growth_interval=10**6)
+        before = p.detach().clone()
+        scaler.scale((p * torch.randn(1000, generator=torch.Generator().manual_seed(1))).sum()).backward()
+        out["true grad norm"] = float(p.grad.norm()) / scale
+        if unscale_first:
+            scaler.unscale_(opt)  # grads / scale, in place, remembered: step() will not divide again
+        torch.nn.utils.clip_grad_norm_([p], max_norm)
+        scaler.step(opt)  # SGD lr 1: the update is minus the applied gradient
+        scaler.update()
+        out["unscale_ then clip" if unscale_first else "clip scaled grads"] = float((before - p.detach()).norm())
+    return out
+
+
+def flushed_to_zero(values: Any, dtype: Any) -> float:
+    """(Lab 04) Fraction of nonzero ``values`` that become 0 when cast to ``dtype`` (torch)."""
+    import torch
+
+    v = torch.as_tensor(np.asarray(values, np.float32))
+    v = v[v != 0]
+    return float((v.to(dtype) == 0).float().mean())

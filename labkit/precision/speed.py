@@ -1,0 +1,93 @@
+"""Speed and memory of a training step: bf16 against TF32 and against true fp32 (Lab 04).
+
+Two baselines, because "fp32" means two things on an Ampere-or-later GPU: **true fp32** matmuls
+(JAX ``precision="highest"``, torch ``set_float32_matmul_precision("highest")``, torch's default)
+and **TF32** (fp32 storage, 10-bit mantissa inside the tensor cores: JAX's default on these GPUs,
+torch's ``"high"`` / ``torch.backends.cuda.matmul.allow_tf32 = True``). bf16 is compared with
+both, in both frameworks, with step time, tokens/s and memory.
+
+The step must be **compute-bound** for precision to show in its time: with small matmuls the GPU
+waits on kernel launches and memory traffic, which fp32 and bf16 share. The memory a step needs is
+estimated before running it (:func:`memory_estimate`) so the full profile can be sized to fit a
+16 GB T4 or TPU v5e.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from labkit.gpt.config import GPTConfig, n_params
+
+# variant -> (training precision, fp32_matmul setting of labkit.precision.train.TrainConfig)
+VARIANTS = {"fp32": ("fp32", "highest"), "tf32": ("fp32", "tf32"), "bf16": ("bf16", "default"),
+            "fp16_scaled": ("fp16_scaled", "default")}
+ACT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16_scaled": 2}  # bytes per stored activation
+GB16 = 16e9  # bytes: a T4's and a TPU v5e's memory (labkit.runtime.hardware)
+
+
+def variants_for(platform: str, bf16: bool) -> tuple[list[str], dict[str, str]]:
+    """(Lab 04) The variants this runtime can time, and why each missing one is missing."""
+    if platform == "gpu" and bf16:
+        return ["fp32", "tf32", "bf16"], {}
+    if platform == "gpu":
+        return ["fp32", "fp16_scaled"], {
+            "tf32": "GPUs before Ampere (T4, V100) have no TF32",
+            "bf16": "no native bf16 before Ampere: fp16 with loss scaling is the low precision here"}
+    if platform == "tpu":
+        return ["fp32", "bf16"], {"tf32": "TPUs have no TF32 (JAX's 'tensorfloat32' there means 3 bf16 passes)"}
+    return ["fp32", "bf16"], {"tf32": "CPUs have no TF32: XLA:CPU and torch compute fp32 dots in fp32 at every setting"}
+
+
+def memory_estimate(cfg: GPTConfig, batch: int, seq: int, act_bytes: int) -> dict[str, float]:
+    """(Lab 04) Bytes a training step needs: fp32 weights + grads + AdamW, activations, logits.
+
+    Activations per layer: ``s·b·h·(34 + 5·a·s/h)`` bytes with 2-byte activations (Korthikanti et
+    al. 2022, "Reducing Activation Recomputation in Large Transformer Models", no recomputation),
+    scaled by ``act_bytes / 2``. That count includes dropout masks and the attention matrix,
+    which the course GPT (no dropout) and fused attention do not keep: an upper bound.
+    """
+    s, b, h, a, L = seq, batch, cfg.d_model, cfg.n_head, cfg.n_layer
+    n = n_params(cfg)
+    act = L * s * b * h * (34 + 5 * a * s / h) * act_bytes / 2
+    logits = 2 * b * s * cfg.vocab_size * 4  # fp32 logits and their gradient
+    states = 16 * n  # fp32 weights (4) + grads (4) + AdamW m and v (8) per parameter
+    return {"weights_grads_adam": states, "activations": act, "logits": logits, "total": states + act + logits}
+
+
+def speedups(step_ms: Mapping[tuple[str, str], float], low: str = "bf16") -> dict[str, float | None]:
+    """(Lab 04) {"<low>_vs_<base>_<fw>": t(base) / t(low)} for base fp32 and tf32 (None if not timed)."""
+    fws = sorted({fw for fw, _ in step_ms})
+    return {f"{low}_vs_{base}_{fw}": (step_ms[(fw, base)] / step_ms[(fw, low)]
+                                      if (fw, base) in step_ms and (fw, low) in step_ms else None)
+            for base in ("fp32", "tf32") for fw in fws}
+
+
+def measured_bytes(memory: Mapping[str, int]) -> int | None:
+    """(Lab 04) A run's measured device memory: torch's CUDA peak, or XLA's temp + fp32 states; None on CPU torch."""
+    if "cuda_peak_allocated" in memory:
+        return int(memory["cuda_peak_allocated"])
+    if "xla_temp" in memory:
+        return int(memory["xla_temp"] + memory["params_fp32"] + memory["grads_fp32"] + memory["adam_state_fp32"])
+    return None
+
+
+def rows(runs: Mapping[tuple[str, str], Any], tokens_per_step: int,
+         estimates: Mapping[str, Mapping[str, float]]) -> list[dict[str, Any]]:
+    """(Lab 04) One table row per (framework, variant): step ms, tokens/s, estimated and measured MB."""
+    out = []
+    for (fw, v), r in runs.items():
+        got = measured_bytes(r.memory)
+        out.append({"framework": fw, "variant": v, "matmuls": VARIANTS[v][1], "step ms": r.step_time_s * 1e3,
+                    "tokens/s": tokens_per_step / r.step_time_s, "estimated MB": estimates[v]["total"] / 1e6,
+                    "measured MB": None if got is None else got / 1e6})
+    return out
+
+
+def takeaway(sp: Mapping[str, float | None], platform: str, low: str, why_missing: Mapping[str, str]) -> str:
+    """(Lab 04) The speed conclusion of this run, from its numbers, with what the runtime explains."""
+    got = ", ".join(f"{k.replace('_vs_', ' vs ').replace('_', ' ')} {v:.2f}x" for k, v in sp.items() if v is not None)
+    missing = "; ".join(f"{k}: {v}" for k, v in why_missing.items())
+    if platform == "cpu":
+        return (f"CPU: {got}. Not a lesson about accelerators: a CPU has no low-precision matrix unit unless it has "
+                f"AMX / AVX512-BF16 that the kernels use, so bf16 may even be slower. ({missing})")
+    return f"{platform.upper()}: {low} step speed-up {got}." + (f" ({missing})" if missing else "")

@@ -1,0 +1,32 @@
+"""labkit.precision.amp (Lab 04): autocast dtypes measured on CPU bf16, unscale_ before clipping, bf16 range."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from labkit.precision import amp
+
+
+def test_autocast_keeps_losses_fp32_and_computes_norms_in_fp32_on_cpu() -> None:
+    rows = {r["op"]: r for r in amp.autocast_dtypes("cpu", torch.bfloat16)}
+    assert set(rows) == set(amp.CUDA_FP32_LIST)
+    for loss in ("cross_entropy", "mse_loss"):
+        assert rows[loss]["output dtype"] == "float32" and rows[loss]["CUDA autocast list (docs)"] == "float32"
+    for op in ("matmul", "linear", "softmax", "layer_norm"):  # bf16 out, fp32 inside: one rounding at the end
+        assert rows[op]["output dtype"] == "bfloat16" and rows[op]["max error (roundings)"] <= 1.0, rows[op]
+    assert amp.softmax_in_low_precision() > 5  # the same softmax with a bf16 running sum: many roundings
+
+
+def test_clipping_needs_unscale_first() -> None:
+    out = amp.clip_after_scaling(scale=2.0**16, max_norm=1.0)
+    assert out["true grad norm"] > 1.0  # so clipping must act
+    assert out["unscale_ then clip"] == pytest.approx(1.0, rel=1e-5)
+    assert out["clip scaled grads"] == pytest.approx(2.0**-16, rel=1e-2)  # clipped at 1 while 65536x too big
+
+
+def test_bf16_keeps_tiny_gradients_that_fp16_flushes() -> None:
+    g = 10.0 ** np.random.default_rng(0).uniform(-12, -3, 10_000)  # gradient-sized magnitudes
+    assert amp.flushed_to_zero(g, torch.bfloat16) == 0.0  # fp32's exponent range: no scaler needed
+    assert 0.3 < amp.flushed_to_zero(g, torch.float16) < 0.7  # below 2^-24 ~ 6e-8 becomes 0
+    assert amp.flushed_to_zero([0.0, 1e-30], torch.float16) == 1.0  # zeros are not counted

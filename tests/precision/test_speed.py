@@ -1,0 +1,45 @@
+"""labkit.precision.speed (Lab 04): variants per runtime, the memory formula against a hand count, speed-up ratios."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from labkit.gpt.config import get_config, n_params
+from labkit.precision import speed
+
+
+def test_variants_name_why_tf32_is_missing() -> None:
+    assert speed.variants_for("gpu", True) == (["fp32", "tf32", "bf16"], {})
+    v, why = speed.variants_for("gpu", False)
+    assert v == ["fp32", "fp16_scaled"] and "Ampere" in why["tf32"] and "bf16" in why
+    assert "TF32" in speed.variants_for("cpu", False)[1]["tf32"] and "TF32" in speed.variants_for("tpu", True)[1]["tf32"]
+    assert speed.VARIANTS["fp32"] == ("fp32", "highest") and speed.VARIANTS["tf32"] == ("fp32", "tf32")
+
+
+def test_memory_estimate_by_hand_and_the_full_profile_fits_16gb() -> None:
+    cfg = get_config("test")  # 2 layers, d 32, 2 heads, seq 32, vocab 256
+    e = speed.memory_estimate(cfg, batch=8, seq=32, act_bytes=2)
+    assert e["activations"] == 2 * 32 * 8 * 32 * (34 + 5 * 2 * 32 / 32)  # L s b h (34 + 5 a s / h)
+    assert e["weights_grads_adam"] == 16 * n_params(cfg) and e["logits"] == 2 * 8 * 32 * 256 * 4
+    assert e["total"] == pytest.approx(sum(v for k, v in e.items() if k != "total"))
+    assert speed.memory_estimate(cfg, 8, 32, 4)["activations"] == 2 * e["activations"]
+    full = get_config("gpt2-small", vocab_size=256, seq_len=512)  # Lab 04's full timing model
+    assert speed.memory_estimate(full, 16, 512, 4)["total"] < speed.GB16 < speed.memory_estimate(full, 16, 1024, 4)["total"]
+
+
+def test_speedups_and_rows() -> None:
+    ms = {("jax", "fp32"): 30.0, ("jax", "tf32"): 12.0, ("jax", "bf16"): 6.0, ("torch", "fp32"): 20.0, ("torch", "bf16"): 10.0}
+    sp = speed.speedups(ms)
+    assert sp == {"bf16_vs_fp32_jax": 5.0, "bf16_vs_fp32_torch": 2.0, "bf16_vs_tf32_jax": 2.0, "bf16_vs_tf32_torch": None}
+    cpu = speed.takeaway(sp, "cpu", "bf16", {"tf32": "CPUs have no TF32"})
+    assert cpu.startswith("CPU: bf16 vs fp32 jax 5.00x") and "CPUs have no TF32" in cpu
+    assert speed.takeaway(sp, "gpu", "bf16", {}).endswith("bf16 vs tf32 jax 2.00x.")
+    mem = {"params_fp32": 4, "grads_fp32": 4, "adam_state_fp32": 8}
+    runs = {("jax", "bf16"): SimpleNamespace(step_time_s=0.5, memory={**mem, "xla_temp": 84}),
+            ("torch", "bf16"): SimpleNamespace(step_time_s=0.25, memory={**mem, "cuda_peak_allocated": 7e6}),
+            ("torch", "fp32"): SimpleNamespace(step_time_s=0.25, memory=mem)}
+    est = {v: {"total": 2e6} for v in ("bf16", "fp32")}
+    r = speed.rows(runs, 1000, est)
+    assert [x["tokens/s"] for x in r] == [2000, 4000, 4000] and r[0]["measured MB"] == 100 / 1e6
+    assert r[1]["measured MB"] == 7.0 and r[2]["measured MB"] is None and r[0]["estimated MB"] == 2.0
