@@ -3,6 +3,8 @@
 #   run  [LAB ...] [--profile ...]   execute the labs headless -> build/run/report.html
 #   test [PYTEST ARGS ...]           the whole test suite (unit tests + every lab via papermill and nbval)
 #   test-xla [PYTEST ARGS ...]       the torch-xla tests and labs 03/05 in .venv-xla (optional extra, ~7 GB)
+#   site                             the course as a static site -> build/site/index.html (labs with a
+#                                    reference run's outputs, the cross-chip page); Sphinx in build/.venv-site
 #   lock                             re-pin scripts/requirements-py311.lock from the current .venv
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,7 +43,38 @@ setup() {
 if [ "$cmd" = "test-xla" ]; then VENV=.venv-xla; setup "$VENV" "xla,dev"; else VENV=.venv; setup "$VENV" dev; fi
 export PATH="$PWD/$VENV/bin:$PATH"
 
+# site_setup: Sphinx + MyST-NB (the `site` extra of pyproject.toml, nothing else) in their own venv
+# under build/, so the course's .venv and CI's lock never see them.
+site_setup() {
+  local venv=build/.venv-site stamp=build/.venv-site/.labkit-installed
+  local want="$(sha256sum pyproject.toml | cut -d' ' -f1) $("$PY" --version 2>&1)"
+  if [ -x "$venv/bin/sphinx-build" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then return; fi
+  echo "course.sh: setting up $venv (the site extra) ..."
+  rm -rf "$venv"
+  "$PY" -m venv "$venv" || die "could not create $venv. On Debian/Ubuntu: apt-get install python3-venv"
+  "$venv/bin/python" -m pip install --quiet --upgrade pip
+  "$venv/bin/python" -m pip install --quiet $(python -c 'import tomllib; print(" ".join(
+      tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["site"]))')
+  echo "$want" > "$stamp"
+}
+
 case "$cmd" in
+  # The site's reference run: a committed GPU run whose executed notebooks are committed, else a CPU
+  # run made now (SITE_RUN=DIR reuses one). Failed labs still get a page that says where they stopped.
+  site)
+    ref=$(python -m labkit.course.site reference 2>/dev/null) || {
+      ref=${SITE_RUN:-build/site-run}
+      if [ -z "${SITE_RUN:-}" ]; then
+        mkdir -p "$ref"
+        echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')" > "$ref/commit.txt"
+        labkit run --out "$ref" "$@" || echo "course.sh: some labs failed; their pages say where"
+      fi
+    }
+    python -m labkit.course.site assemble --run "$ref" --src build/site-src
+    site_setup
+    rm -rf build/site
+    build/.venv-site/bin/sphinx-build -q -b html build/site-src build/site
+    echo "site: build/site/index.html (reference run: $ref; cross-chip page: build/site/gathered/index.html)" ;;
   run)  exec labkit run "$@" ;;
   # Two workers; --dist loadfile keeps each notebook (nbval) and each test file on one worker.
   test) exec python -m pytest tests labs --nbval-lax -p no:cacheprovider -n "${LABKIT_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
@@ -53,5 +86,5 @@ case "$cmd" in
     { sed -n '1,3p' "$LOCK"; python -m pip freeze --exclude-editable | grep -v '^labkit' \
         | sed -E 's/^(torch==[0-9.]+)\+cpu$/\1/'; } > "$LOCK.new" && mv "$LOCK.new" "$LOCK"
     echo "re-pinned $LOCK" ;;
-  *) die "unknown command '$cmd'; use: run [LAB ...] | test [PYTEST ARGS] | test-xla [PYTEST ARGS] | lock" ;;
+  *) die "unknown command '$cmd'; use: run [LAB ...] | test [PYTEST ARGS] | test-xla [PYTEST ARGS] | site | lock" ;;
 esac
