@@ -42,6 +42,10 @@ def l04_failed(seconds: float) -> dict:
         "cell": 18, "ename": "AssertionError", "evalue": "jax bf16: final loss 2.854 vs fp32 2.747"})
 
 
+def l04(speedups: dict, per_precision: dict | None = None) -> dict:
+    return lab("04_mixed_precision", {**speedups, "step_time_per_precision": per_precision or {}})
+
+
 def l06(train: float, params: int) -> dict:
     return lab("06_cost_per_token", {"cost_per_mtok_train": train, "cost_per_mtok_serve": train / 3,
                                      "token_model_params": params})
@@ -103,6 +107,18 @@ def test_key_numbers_side_by_side_with_spread(room: Path) -> None:
     cost = numbers["06_cost_per_token"]["cost per M training tokens per 1B params (USD)"]
     assert cost["TPU v5e · full"]["median"] == pytest.approx(0.002 / 0.268435456)
     assert "04_mixed_precision" not in numbers  # a failed lab that recorded no key number adds no row
+
+
+def test_lab04_speedups_recorded_or_from_older_step_times(tmp_path: Path) -> None:
+    new = l04({"bf16_speedup_vs_fp32_torch": 1.9, "bf16_speedup_vs_tf32_torch": 1.2, "bf16_speedup_vs_tf32_jax": None})
+    old = l04({}, {"jax": {"fp32": 6.0, "bf16": 3.0}})  # a report from before the speed-up names
+    write(tmp_path / "a/report.json", report(H100, "gpu", [new]))
+    write(tmp_path / "b/report.json", report("TPU v5 lite", "tpu", [old]))
+    rows = gather.merged(*gather.gather([tmp_path]))["numbers"]["04_mixed_precision"]
+    assert rows["bf16 speed-up over fp32, torch (x)"] == {"NVIDIA H100 SXM · full": gather.spread([1.9])}
+    assert rows["bf16 speed-up over TF32, torch (x)"]["NVIDIA H100 SXM · full"]["median"] == 1.2
+    assert rows["bf16 speed-up over fp32, JAX (x)"] == {"TPU v5e · full": gather.spread([2.0])}
+    assert "bf16 speed-up over TF32, JAX (x)" not in rows  # None recorded (no TF32 timed): no number invented
 
 
 def test_nothing_skipped_silently_and_missing_paths_named(tmp_path: Path) -> None:
