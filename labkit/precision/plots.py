@@ -152,22 +152,59 @@ def plot_loss_curves(losses: Mapping[tuple[str, str], Sequence[float]],
 
 def plot_speed_and_memory(step_ms: Mapping[tuple[str, str], float], saved_mb: Mapping[tuple[str, str], float],
                           low: str, platform: str) -> Figure:
-    """Median step time and activation memory per (framework, precision) (Lab 04)."""
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    """Median step time and activation memory per (framework, variant), speed-ups vs fp32 and TF32 (Lab 04)."""
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
     keys = list(step_ms)
     labels = [f"{fw}\n{p}" for fw, p in keys]
     colors = [PRECISION_COLORS.get(p, "C3") for _, p in keys]
     a1.bar(labels, [step_ms[k] for k in keys], color=colors)
     a1.set_ylabel("median step time (ms)")
-    fws = sorted({fw for fw, _ in keys if (fw, "fp32") in step_ms and (fw, low) in step_ms})
-    ratios = ", ".join(f"{fw} {step_ms[(fw, 'fp32')] / step_ms[(fw, low)]:.2f}x" for fw in fws)
-    a1.set_title(f"{low} speed-up over fp32 on {platform.upper()}: {ratios}", fontsize=10)
+    fws = sorted({fw for fw, _ in keys})
+    parts = [f"vs {base}: " + ", ".join(f"{fw} {step_ms[(fw, base)] / step_ms[(fw, low)]:.2f}x" for fw in fws
+                                        if (fw, base) in step_ms and (fw, low) in step_ms)
+             for base in ("fp32", "tf32") if any((fw, base) in step_ms for fw in fws)]
+    a1.set_title(f"{low} speed-up on {platform.upper()} " + "; ".join(parts), fontsize=9)
     a2.bar(labels, [saved_mb[k] for k in keys], color=colors)
     a2.set_ylabel("activations saved for backward (MB)")
-    shrink = [saved_mb[(fw, "fp32")] / saved_mb[(fw, low)] for fw in fws]
-    a2.set_title(f"{low} saves {min(shrink):.1f}-{max(shrink):.1f}x fewer activation bytes; weights stay fp32"
-                 if shrink else "activations saved for backward", fontsize=10)
+    shrink = [saved_mb[(fw, "fp32")] / saved_mb[(fw, low)] for fw in fws if (fw, "fp32") in saved_mb and (fw, low) in saved_mb]
+    a2.set_title(f"{low} keeps {min(shrink):.1f}-{max(shrink):.1f}x fewer activation bytes; weights stay fp32"
+                 if shrink else "activations saved for backward", fontsize=9)
     for a in (a1, a2):
         a.tick_params(axis="x", labelsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_fp8_recipes(errors: Mapping[str, Mapping[str, float]], acc: Sequence[Mapping[str, Any]],
+                     train_gaps: Mapping[str, "noise.GapJudgement"]) -> Figure:
+    """fp8 recipes: matmul error per case, narrow vs promoted accumulation against K, training gap in floors (Lab 04)."""
+    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(14, 3.8))
+    cases, recipes = list(errors), list(next(iter(errors.values())))
+    width = 0.8 / len(recipes)
+    for i, r in enumerate(recipes):
+        a1.bar(np.arange(len(cases)) + i * width, [errors[c][r] for c in cases], width, label=r, color=f"C{i + 3}")
+    a1.set_xticks(np.arange(len(cases)) + width * (len(recipes) - 1) / 2, cases, fontsize=8)
+    a1.set_ylabel("rel. error of x @ w vs float64")
+    out = cases[-1]
+    best, worst = min(recipes, key=errors[out].get), max(recipes, key=errors[out].get)
+    a1.set_title(f"{out}: {best} {errors[out][best]:.3f} vs {worst} {errors[out][worst]:.3f}", fontsize=9)
+    a1.legend(fontsize=8)
+    ks = [r["K"] for r in acc]
+    for key, style in (("narrow", "o-"), ("promoted", "s--"), ("fp32", "^:")):
+        a2.loglog(ks, [r[key] for r in acc], style, label=key)
+    a2.set_xticks(ks, [str(k) for k in ks])
+    a2.minorticks_off()
+    a2.set_xlabel("K (products summed per output)")
+    a2.set_ylabel("rel. error vs float64")
+    a2.set_title(f"K={ks[-1]}: narrow accumulator {acc[-1]['narrow']:.1e}, promoted {acc[-1]['promoted']:.1e}", fontsize=9)
+    a2.legend(fontsize=8)
+    names = list(train_gaps)
+    a3.bar(names, [train_gaps[n].ratio for n in names], color=[f"C{i + 3}" for i in range(len(names))])
+    k = next(iter(train_gaps.values())).k
+    a3.axhline(k, color="k", ls=":", label=f"k = {k:g} (within noise below)")
+    a3.set_ylabel("training-loss gap to fp32 / fp32 seed floor")
+    worst_t = max(names, key=lambda n: train_gaps[n].ratio)
+    a3.set_title(f"MLP training: worst {worst_t} at {train_gaps[worst_t].ratio:.2f}x the floor", fontsize=9)
+    a3.legend(fontsize=8)
     fig.tight_layout()
     return fig

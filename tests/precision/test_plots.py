@@ -67,6 +67,21 @@ def test_speed_and_memory_ratios_come_from_the_inputs() -> None:
     ms = {("jax", "fp32"): 10.0, ("jax", "bf16"): 4.0, ("torch", "fp32"): 9.0, ("torch", "bf16"): 3.0}
     mb = {("jax", "fp32"): 8.0, ("jax", "bf16"): 4.0, ("torch", "fp32"): 9.0, ("torch", "bf16"): 3.0}
     a1, a2 = plots.plot_speed_and_memory(ms, mb, "bf16", "gpu").axes
-    assert "bf16 speed-up over fp32 on GPU: jax 2.50x, torch 3.00x" == a1.get_title()
+    assert "bf16 speed-up on GPU vs fp32: jax 2.50x, torch 3.00x" == a1.get_title()
+    ms[("jax", "tf32")], mb[("jax", "tf32")] = 6.0, 8.0
+    assert plots.plot_speed_and_memory(ms, mb, "bf16", "gpu").axes[0].get_title().endswith("; vs tf32: jax 1.50x")
     assert "2.0-3.0x" in a2.get_title() and "(ms)" in a1.get_ylabel() and "(MB)" in a2.get_ylabel()
     assert len(a1.patches) == 4
+
+
+def test_fp8_recipes_titles_name_the_best_and_worst() -> None:
+    errors = {"N(0, 1)": {"current": 0.037, "delayed": 0.037, "block": 0.038},
+              "outliers": {"current": 0.14, "delayed": 0.16, "block": 0.037}}
+    acc = [{"K": 256, "narrow": 2e-4, "promoted": 1e-4, "fp32": 2e-7}, {"K": 4096, "narrow": 3e-3, "promoted": 1e-4, "fp32": 3e-7}]
+    ref = [1.0 - 0.01 * i for i in range(30)]
+    judged = {r: noise.judge([v + d for v in ref], ref, [v + 0.05 for v in ref], start=3)
+              for r, d in (("current", 0.01), ("delayed", 0.03), ("block", 0.02))}
+    a1, a2, a3 = plots.plot_fp8_recipes(errors, acc, judged).axes
+    assert a1.get_title() == "outliers: block 0.037 vs delayed 0.160" and len(a1.patches) == 6
+    assert "K=4096: narrow accumulator 3.0e-03, promoted 1.0e-04" == a2.get_title()
+    assert "worst delayed at 0.60x the floor" in a3.get_title() and "float64" in a1.get_ylabel()
