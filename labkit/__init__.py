@@ -18,8 +18,10 @@ Packages, lowest layer first (each imports only the layers below it; a test enfo
 
 from labkit.course.profile import resolve_profile
 from labkit.course.report import record, recorded
+from labkit.course.source import VERSION as __version__
+from labkit.course.source import COURSE, check_source
 from labkit.runtime.bootstrap import setup
 
 # `labkit.runtime` is the runtime package; the Runtime found by setup() is what setup() returns.
-__all__ = ["setup", "resolve_profile", "record", "recorded"]
-__version__ = "0.1.0"
+__all__ = ["setup", "resolve_profile", "record", "recorded", "check_source"]
+# COURSE marks this package apart from unrelated ones named labkit (the first cell checks it).

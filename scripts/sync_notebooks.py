@@ -29,9 +29,9 @@ def main() -> None:
             print(f"updated {path.relative_to(ROOT)}")
     readme = ROOT / "README.md"
     lines = readme.read_text().splitlines(keepends=True)
-    for i, line in enumerate(lines):  # a lab row: | [NN title](labs/NN_x.ipynb) | question | badges | time |
+    for i, line in enumerate(lines):  # a lab row: | [NN title](labs/NN_x.ipynb) | question | badges | times... |
         cells = line.split(" | ")
-        if line.startswith("| [") and "(labs/" in cells[0] and len(cells) == 4:
+        if line.startswith("| [") and "(labs/" in cells[0] and len(cells) >= 4:
             notebook = cells[0].split("(", 1)[1].rstrip(")")
             cells[2] = badges(notebook)
             lines[i] = " | ".join(cells)

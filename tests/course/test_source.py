@@ -52,8 +52,9 @@ def test_urls() -> None:
 
 
 def _bootstrap_part(url: str, ref: str) -> str:
-    # The first cell without its last line (labkit.setup needs jax, which a bare Python lacks).
-    cell = course.FIRST_CELL.format(dest=course.CLONE_DIR, ref=ref, url=url)
+    # The first cell without its last block (labkit.setup needs jax, which a bare Python lacks).
+    cell = course.FIRST_CELL.format(dest=course.CLONE_DIR, ref=ref, url=url, ref_env=course.REF_ENV,
+                                    url_env=course.URL_ENV, course=course.COURSE)
     return cell.rsplit("\n\n", 1)[0] + "\nprint('LABKIT', labkit.__file__)"
 
 
@@ -82,3 +83,58 @@ def test_first_cell_with_a_missing_ref_fails_naming_it(tmp_path: Path, bare_pyth
     assert out.returncode != 0
     assert "no-such-ref" in out.stderr and "not found" in out.stderr
     assert not (tmp_path / course.CLONE_DIR).exists()  # nothing half-cloned
+
+
+def test_first_cell_replaces_an_unrelated_labkit(tmp_path: Path, bare_python: str) -> None:
+    # PyPI has an unrelated package named labkit: importable, but not this course. The cell must fetch.
+    branch = subprocess.run(["git", "-C", str(ROOT), "branch", "--show-current"], capture_output=True, text=True)
+    if branch.stdout.strip() != "main":
+        pytest.skip("repository is not on main")
+    other = tmp_path / "site" / "labkit"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("NAME = 'someone else'\n")
+    code = f"import sys; sys.path.insert(0, {str(tmp_path / 'site')!r})\n" + _bootstrap_part(f"file://{ROOT}", "main")
+    out = subprocess.run([bare_python, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert f"{tmp_path}/{course.CLONE_DIR}/labkit/__init__.py" in out.stdout
+
+
+def test_one_version_everywhere() -> None:
+    import tomllib
+
+    import labkit
+
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"] == course.VERSION
+    assert labkit.__version__ == course.VERSION and course.REF == f"v{course.VERSION}"
+    assert labkit.COURSE == course.COURSE and labkit.check_source is course.check_source
+
+
+def test_check_source_refuses_a_stale_release(tmp_path: Path) -> None:
+    with pytest.raises(course.SourceError, match=r"release v0\.1\.0, but these notebooks belong to v9\.9\.9") as e:
+        course.check_source("v9.9.9", root=tmp_path, quiet=True)
+    assert str(tmp_path) in str(e.value) and "LABKIT_REF" in str(e.value)
+    assert "ref main" in course.check_source("main", root=tmp_path, quiet=True)  # a fork's branch: no version
+
+
+def _git(root: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "PATH": "/usr/bin:/bin"}
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True, env=env).stdout
+
+
+def test_check_source_verifies_a_fetched_clone_is_at_its_ref(tmp_path: Path) -> None:
+    clone = tmp_path / course.CLONE_DIR
+    clone.mkdir()
+    _git(clone, "init", "-q")
+    (clone / "a").write_text("1")
+    _git(clone, "add", "a")
+    _git(clone, "commit", "-qm", "release")
+    _git(clone, "tag", course.REF)
+    (clone / ".git" / "shallow").write_text("")  # what `git clone --depth 1` leaves
+    assert course.check_source(course.REF, root=clone, quiet=True).endswith(f"(ref {course.REF})")
+    (clone / "a").write_text("2")
+    _git(clone, "commit", "-qam", "later work")
+    with pytest.raises(course.SourceError, match=f"not at {course.REF}"):
+        course.check_source(course.REF, root=clone, quiet=True)
+    with pytest.raises(course.SourceError, match="unknown there"):
+        course.check_source("some-branch", root=clone, quiet=True)
