@@ -1,4 +1,4 @@
-"""The `labkit` command: run, doctor, lower, student, verify, list (Lab 00)."""
+"""The `labkit` command: run, doctor, lower, student, verify, gather, list (Lab 00)."""
 
 from __future__ import annotations
 
@@ -33,12 +33,18 @@ def _parser() -> argparse.ArgumentParser:
     ve.add_argument("path", help="a bundle folder (or its bundle.json), or a labkit .safetensors weights file")
     ve.add_argument("--key", default=None,
                     help="Ed25519 public key PEM or HMAC secret file: also require a valid signature")
+    sub.add_parser("gather", help="merge run reports into one cross-chip page: gather REPORT_OR_DIR... --out DIR")
     sub.add_parser("list", help="list the labs")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `labkit` console script (Lab 00)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["gather"]:  # its own parser (labkit.course.gather.main): reports, then --out
+        from labkit.course.gather import main as gather_main
+
+        return gather_main(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "list":
         for lab in runner.available_labs():

@@ -78,3 +78,14 @@ def test_verify_bare_weights_file(signed: Path, tmp_path: Path, capsys: pytest.C
     code, _, err = _run(capsys, str(bad))
     assert code == 1 and "cut.safetensors: 10 bytes missing (truncated)" in err
     assert _run(capsys, str(w), "--key", str(signed / "pub.pem"))[0] == 1
+
+
+def test_gather_is_wired_to_its_own_parser(tmp_path, capsys) -> None:
+    """`labkit gather` hands its arguments to labkit.course.gather.main (reports, then --out)."""
+    from labkit.course import cli
+
+    missing = tmp_path / "nothing.json"
+    code = cli.main(["gather", str(missing), "--out", str(tmp_path / "out")])
+    out = capsys.readouterr()
+    assert f"skipped {missing}" in out.out  # the missing report is named with its reason
+    assert code == 1  # nothing could be gathered
