@@ -139,6 +139,9 @@ def plot_loss_curves(losses: Mapping[tuple[str, str], Sequence[float]],
     ax.set_title("Training loss per precision and framework")
     ax.legend(fontsize=7, ncol=2)
     dx.axhline(0, color="C0", lw=1)
+    floor = min(j.floor for j in judgements.values())  # the strictest framework's floor
+    dx.axhspan(-j0.k * floor, j0.k * floor, color="C2", alpha=0.08, zorder=0,
+               label=f"±{j0.k:g} x floor ({floor:.3f}): the bound on the mean |gap|")
     dx.set_ylabel(f"smoothed loss minus fp32 ({w}-step mean, nats)")
     worst_key = max(judgements, key=lambda k: judgements[k].ratio)
     worst = judgements[worst_key]
