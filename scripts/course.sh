@@ -3,6 +3,8 @@
 #   run  [LAB ...] [--profile ...]   execute the labs headless -> build/run/report.html
 #   test [PYTEST ARGS ...]           the whole test suite (unit tests + every lab via papermill and nbval)
 #   test-xla [PYTEST ARGS ...]       the torch-xla tests and labs 03/05 in .venv-xla (optional extra, ~7 GB)
+#   test-latest [PYTEST ARGS ...]    the version matrix's second row: the whole suite in .venv-latest, on the
+#                                    newest Python 3.12 found and the newest versions that resolve (no lock)
 #   site                             the course as a static site -> build/site/index.html (labs with a
 #                                    reference run's outputs, the cross-chip page); Sphinx in build/.venv-site
 #   lock                             re-pin scripts/requirements-py311.lock from the current .venv
@@ -29,7 +31,10 @@ setup() {
   "$PY" -m venv "$venv" \
     || die "could not create a virtual environment. On Debian/Ubuntu: apt-get install python3-venv"
   "$venv/bin/python" -m pip install --quiet --upgrade pip
-  if [ "$extras" = "dev" ] && "$venv/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+  if [ "$extras" = "dev,latest" ]; then
+    # The matrix row: no lock, newest versions that resolve; record what they were.
+    "$venv/bin/python" -m pip install --quiet --upgrade -e ".[dev]"
+  elif [ "$extras" = "dev" ] && "$venv/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
     # CI's exact pins (Python 3.11 resolves jax 0.10.x); packages not in the lock float.
     "$venv/bin/python" -m pip install --quiet -c "$LOCK" -e ".[$extras]"
   else
@@ -40,7 +45,19 @@ setup() {
   echo "$want" > "$stamp"
 }
 
-if [ "$cmd" = "test-xla" ]; then VENV=.venv-xla; setup "$VENV" "xla,dev"; else VENV=.venv; setup "$VENV" dev; fi
+# latest_python: a Python >= 3.12 for the matrix (jax >= 0.11 needs it): $PYTHON_LATEST, python3.12 on PATH,
+# or pyenv's; else the default Python (then the row tests the newest versions that resolve for it).
+latest_python() {
+  local c
+  for c in "${PYTHON_LATEST:-}" python3.13 python3.12 "$HOME"/.pyenv/versions/3.1[23]*/bin/python3; do
+    [ -n "$c" ] && "$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo "$c"; return; }
+  done
+  echo "$PY"
+}
+
+if [ "$cmd" = "test-xla" ]; then VENV=.venv-xla; setup "$VENV" "xla,dev"
+elif [ "$cmd" = "test-latest" ]; then VENV=.venv-latest; PY=$(latest_python); setup "$VENV" "dev,latest"
+else VENV=.venv; setup "$VENV" dev; fi
 export PATH="$PWD/$VENV/bin:$PATH"
 
 # site_setup: Sphinx + MyST-NB (the `site` extra of pyproject.toml, nothing else) in their own venv
@@ -78,6 +95,9 @@ case "$cmd" in
   run)  exec labkit run "$@" ;;
   # Two workers; --dist loadfile keeps each notebook (nbval) and each test file on one worker.
   test) exec python -m pytest tests labs --nbval-lax -p no:cacheprovider -n "${LABKIT_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
+  test-latest)
+    python -c 'from labkit.runtime import versions; import json, sys; print("course.sh: matrix row", sys.version.split()[0], json.dumps({k: versions.version(k) for k in ("jax", "jaxlib", "flax", "optax", "numpy", "torch", "triton", "ml_dtypes")}))'
+    exec python -m pytest tests labs --nbval-lax -p no:cacheprovider -n "${LABKIT_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
   # The optional torch-xla extra (torch 2.9 + torch-xla 2.9, about 7 GB) in .venv-xla: the tests that
   # need it and the two labs with PyTorch/XLA sections, on simulated CPU devices. Not part of CI.
   test-xla) exec python -m pytest tests/sharding/test_layouts.py tests/export/test_routes.py tests/runtime/test_device.py \
@@ -86,5 +106,5 @@ case "$cmd" in
     { sed -n '1,3p' "$LOCK"; python -m pip freeze --exclude-editable | grep -v '^labkit' \
         | sed -E 's/^(torch==[0-9.]+)\+cpu$/\1/'; } > "$LOCK.new" && mv "$LOCK.new" "$LOCK"
     echo "re-pinned $LOCK" ;;
-  *) die "unknown command '$cmd'; use: run [LAB ...] | test [PYTEST ARGS] | test-xla [PYTEST ARGS] | site | lock" ;;
+  *) die "unknown command '$cmd'; use: run [LAB ...] | test [PYTEST ARGS] | test-xla [PYTEST ARGS] | test-latest [PYTEST ARGS] | site | lock" ;;
 esac
