@@ -33,7 +33,7 @@ if _HAVE_TRITON:
     import triton.language as tl
 
     @triton.jit
-    def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+    def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K: tl.constexpr,  # K constexpr: see the K walk below
                        stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                        UPCAST: tl.constexpr):
@@ -43,7 +43,10 @@ if _HAVE_TRITON:
         rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)      # (BLOCK_N,) column indices of C
         rk = tl.arange(0, BLOCK_K)                        # (BLOCK_K,) offsets along K
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # fp32 accumulator, registers
-        for k0 in range(0, K, BLOCK_K):                   # the K walk, one tile per step
+        # The K walk, one tile per step. K is a compile-time constant (one compile per K, cached):
+        # Triton 3.5's interpreter passes a runtime K as a 1-element array that range() rejects
+        # under numpy 2.4 (TypeError: only 0-dimensional arrays ...), the xla extra's pair.
+        for k0 in range(0, K, BLOCK_K):
             kk = k0 + rk
             a = tl.load(a_ptr + rm[:, None] * stride_am + kk[None, :] * stride_ak,
                         mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)  # (BM, BK)

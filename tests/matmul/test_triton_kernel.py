@@ -101,3 +101,17 @@ def test_triton_interpret_switch(monkeypatch):
     assert got == (not torch.cuda.is_available())
     monkeypatch.setenv(device.TRITON_INTERPRET_ENV, "0")  # the user's choice wins
     assert device.triton_interpret_if_no_gpu() is False
+
+
+def test_k_is_a_compile_time_constant():
+    """Triton 3.5.1's interpreter (torch 2.9.1, the xla extra) hands a runtime K to the kernel as a
+    1-element numpy array; under numpy 2.4.6 ``range(0, K, BLOCK_K)`` then raises
+    TypeError('only 0-dimensional arrays can be converted to Python scalars') (seen in the version
+    matrix). With K a tl.constexpr the interpreter passes a Python int on every Triton version."""
+    import inspect
+
+    import triton.language as tl
+
+    params = inspect.signature(getattr(kt.matmul_kernel, "fn", kt.matmul_kernel)).parameters
+    assert params["K"].annotation in (tl.constexpr, "tl.constexpr")  # fails if K goes back to a runtime arg
+    assert params["M"].annotation is inspect.Parameter.empty  # M, N stay runtime: no recompile per shape
