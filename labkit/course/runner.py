@@ -56,14 +56,14 @@ def check_timeout(timeout_s: object) -> float:
     return float(timeout_s)
 
 
-def prepare_out_dir(out_dir: str | Path, flag: str = "--out") -> Path:
+def prepare_out_dir(out_dir: str | Path, flag: str = "--out", example: str = "build/run") -> Path:
     """Create the output folder; a clear NotADirectoryError if it (or a parent) is a file (Lab 00)."""
     out = Path(out_dir)
     for p in (out, *out.parents):
         if p.exists() and not p.is_dir():
             raise NotADirectoryError(
                 f"{flag} {out}: {p} is a file, not a folder. Pass a folder path (it is created if "
-                f"missing), e.g. {flag} build/run, or move the file {p} away.")
+                f"missing), e.g. {flag} {example}, or move the file {p} away.")
     out.mkdir(parents=True, exist_ok=True)
     return out
 

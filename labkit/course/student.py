@@ -97,7 +97,7 @@ def write_student_copies(labs: Sequence[Path], out_dir: str | Path) -> list[Path
     from labkit.course.runner import prepare_out_dir
 
     try:
-        out = prepare_out_dir(out_dir)  # a file given as the folder is refused before any clearing
+        out = prepare_out_dir(out_dir, example="build/student")  # a file given as the folder is refused before any clearing
     except NotADirectoryError as e:
         raise StudentCopyError(str(e)) from None
     copies = [(lab, student_notebook(lab)) for lab in labs]  # every lab validated before any file is written
