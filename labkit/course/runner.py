@@ -3,7 +3,7 @@
 Each lab runs in its own process (papermill + a fresh kernel), under a per-lab wall-clock
 timeout, with ``$LABKIT_METRICS_FILE`` pointing at a file where ``labkit.record`` writes.
 Papermill, the kernel (which jupyter starts in a session of its own) and everything the lab
-starts are one :class:`labkit.sharding.launch.ProcessTree`: ended together after the lab,
+starts are one :class:`labkit.runtime.processes.ProcessTree`: ended together after the lab,
 whether it passed, failed or timed out, and checked gone. Afterwards the executed notebook is
 scanned for the failing cell (or, when no cell ran, papermill's own exception), and everything
 goes into ``report.json`` and ``report.html`` in the output directory.
@@ -25,7 +25,7 @@ from typing import Any
 
 from labkit.runtime import versions
 from labkit.course.report import METRICS_ENV, read_metrics
-from labkit.sharding.launch import ProcessTree
+from labkit.runtime.processes import ProcessTree
 
 PROFILES = ("auto", "smoke", "full")
 DEFAULT_TIMEOUT_S = 1800  # per lab; the smoke profile of every lab takes a few minutes at most

@@ -14,4 +14,5 @@ Modules:
 - ``doctor``      `labkit doctor`: where this runtime stands against the supported ranges
 - ``emulate``     `LABKIT_EMULATE=t4`: a smaller GPU's memory cap, bf16 and specs on a bigger GPU
 - ``memory``      peak memory of this process per device (JAX, torch, host)
+- ``processes``   process trees: everything a run started, ended together and checked gone
 """

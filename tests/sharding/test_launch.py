@@ -173,25 +173,6 @@ def test_children_left_by_a_successful_run_are_ended(tmp_path: Path) -> None:
     assert_gone(_pids(tmp_path, 1))
 
 
-def test_process_tree_finds_orphans_by_tag(tmp_path: Path) -> None:
-    # A double fork: the grandchild is orphaned to init in a session of its own, found by its tag.
-    import subprocess
-
-    tree = launch.ProcessTree()
-    pidfile = tmp_path / "pid"
-    code = ("import subprocess, sys\n"
-            f"p = subprocess.Popen(['sleep', '600'], start_new_session=True)\n"
-            f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], env=tree.env(), start_new_session=True)
-    tree.add(proc)
-    proc.wait(timeout=30)
-    orphan = int(pidfile.read_text())
-    assert orphan in tree.watch()
-    ended = tree.end()
-    assert orphan in ended
-    assert_gone([orphan, proc.pid])
-
-
 @pytest.mark.parametrize(("kwargs", "err", "match"), [
     ({"timeout_s": float("nan")}, ValueError, r"timeout_s .*nan"),
     ({"timeout_s": float("inf")}, ValueError, r"timeout_s .*inf"),
