@@ -307,6 +307,12 @@ def _as_operands(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
                          f"shape {mats[1].shape}; A's columns must equal B's rows — check "
                          "the operand order or transpose one of them")
     exact = all(m.dtype.kind in "biu" for m in mats)
+    if exact:  # int64 sums wrap silently: bound every partial sum with Python's unbounded ints
+        big = [max(abs(int(m.max())), abs(int(m.min()))) for m in mats]
+        bound = mats[0].shape[1] * big[0] * big[1]  # K * max|A| * max|B| >= any |partial sum|
+        if max(big) > 2**63 - 1 or bound > 2**63 - 1:
+            raise ValueError(f"integer operands can overflow int64: K * max|A| * max|B| = {bound} > 2**63 - 1; "
+                             "use smaller values, or float operands (exact only up to 2**53)")
     dtype = np.int64 if exact else np.float64
     return mats[0].astype(dtype), mats[1].astype(dtype)
 

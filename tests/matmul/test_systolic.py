@@ -208,10 +208,20 @@ def test_activity_over_time_averages_to_utilization():
     (lambda: simulate(np.ones((2, 2), complex), np.ones((2, 2)), 2, 2, "os"), "real floats"),
     (lambda: simulate(np.ones((2, 2)), np.ones((2, 2)), 2, 2, "os", snapshot_cycles=(99,)),
      "outside this run"),
+    # issue 20: [[2**62]] @ [[4]] used to come back as [[0]] (int64 wrapped silently)
+    (lambda: simulate(np.array([[2**62]]), np.array([[4]]), 1, 1, "os"), r"overflow int64: .* = 18446744073709551616"),
+    (lambda: simulate(np.full((1, 3), 2**31), np.full((3, 1), 2**31), 1, 1, "ws"), "overflow int64"),
+    (lambda: simulate(np.array([[2**63]], dtype=np.uint64), np.ones((1, 1), int), 1, 1, "os"), "overflow int64"),
 ])
 def test_bad_input_names_the_problem(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_largest_safe_integers_stay_exact():
+    big = np.array([[2**31 - 1, 2**31 - 1]])  # K * max^2 = 2 * (2**31 - 1)**2 < 2**63: exact in int64
+    out = simulate(big, big.T, 2, 2, "os").product
+    assert int(out[0, 0]) == 2 * (2**31 - 1) ** 2
 
 
 SCALESIM = json.loads((Path(__file__).parent / "scalesim_3_0_cycles.json").read_text())
