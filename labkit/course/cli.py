@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[MODE_ENV] = args.check_mode  # inherited by every lab's kernel
     try:
         report = runner.run(args.labs, args.profile, args.out, args.timeout, args.labs_dir)
-    except runner.LabNotFound as e:
+    except (runner.LabNotFound, ValueError, TypeError, NotADirectoryError) as e:  # bad input: say it, no traceback
         print(f"labkit run: {e}", file=sys.stderr)
         return 2
     failed = [lab["name"] for lab in report["labs"] if lab["status"] != "ok"]

@@ -89,3 +89,15 @@ def test_gather_is_wired_to_its_own_parser(tmp_path, capsys) -> None:
     out = capsys.readouterr()
     assert f"skipped {missing}" in out.out  # the missing report is named with its reason
     assert code == 1  # nothing could be gathered
+
+
+def test_run_bad_input_is_one_line_and_exit_2(tmp_path, capsys) -> None:
+    """`labkit run --timeout -5` / `--out FILE`: a clear message and exit 2, never a traceback (issue 20)."""
+    from labkit.course import cli
+
+    assert cli.main(["run", "00", "--timeout", "-5", "--out", str(tmp_path / "r")]) == 2
+    assert "--timeout 1800" in capsys.readouterr().err
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert cli.main(["run", "00", "--out", str(afile)]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
