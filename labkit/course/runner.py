@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.runtime import versions
+from labkit.course import source
 from labkit.course.report import METRICS_ENV, read_metrics
 from labkit.runtime.processes import ProcessTree
 
@@ -273,6 +274,8 @@ def run(
     out = prepare_out_dir(out_dir)
     runtime = detect_runtime()
     report: dict[str, Any] = {
+        "course_version": source.VERSION,  # gather refuses to merge reports of another course version
+        "commit": source.commit(),  # what exactly ran: "<sha>" or "<sha>+dirty"; None outside git
         "runtime": runtime,
         "device": runtime.get("chip", "unknown"),
         "profile": profile,

@@ -58,6 +58,16 @@ def _git(root: Path, *args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+def commit(root: Path | None = None) -> str | None:
+    """Short git commit of the course checkout, "+dirty" with uncommitted changes; None outside git (Lab 00)."""
+    root = Path(root) if root is not None else Path(__file__).resolve().parents[2]
+    head = _git(root, "rev-parse", "--short=12", "HEAD")
+    if head is None:
+        return None
+    clean = subprocess.run(["git", "-C", str(root), "diff", "--quiet", "HEAD"], capture_output=True).returncode == 0
+    return head if clean else f"{head}+dirty"
+
+
 def check_source(ref: str = REF, root: Path | None = None, quiet: bool = False) -> str:
     """Stop on a stale or foreign checkout: labkit must be ``ref``'s release, a fetched clone at ``ref`` (Lab 00).
 

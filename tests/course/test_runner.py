@@ -57,6 +57,9 @@ def test_run_report_ok_failed_timeout(fake_labs: Path, tmp_path: Path) -> None:
     assert 19 < by["02_hangs"]["seconds"] < 60
     on_disk = json.loads((out / "report.json").read_text())
     assert {"runtime", "device", "versions", "labs"} <= set(on_disk)
+    from labkit.course import source
+
+    assert on_disk["course_version"] == source.VERSION and on_disk["commit"] == source.commit()  # gather, site
     assert set(on_disk["labs"][0]) >= {"name", "status", "seconds", "metrics", "error"}
     assert on_disk["versions"]["jax"] and on_disk["runtime"]["platform"] == "cpu"
     html = (out / "report.html").read_text()

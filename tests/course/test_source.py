@@ -138,3 +138,19 @@ def test_check_source_verifies_a_fetched_clone_is_at_its_ref(tmp_path: Path) -> 
         course.check_source(course.REF, root=clone, quiet=True)
     with pytest.raises(course.SourceError, match="unknown there"):
         course.check_source("some-branch", root=clone, quiet=True)
+
+
+def test_commit_names_head_and_dirty_state(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "a").write_text("1")
+    _git(repo, "add", "a")
+    _git(repo, "commit", "-qm", "one")
+    head = _git(repo, "rev-parse", "--short=12", "HEAD").strip()
+    assert course.commit(repo) == head
+    (repo / "a").write_text("2")
+    assert course.commit(repo) == f"{head}+dirty"
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert course.commit(plain) is None  # /tmp is no git checkout: nothing to name
