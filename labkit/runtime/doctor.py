@@ -20,6 +20,9 @@ SUPPORTED: dict[str, tuple[str, str | None]] = {
     "papermill": ("2.6", None),
 }
 REQUIRED = ("jax", "jaxlib", "flax", "optax", "torch", "numpy", "matplotlib", "papermill", "nbval")
+# The newest versions the version matrix has run the whole course on (CI's `course.sh test-latest`,
+# 2026-11-24: Python 3.12.1). Newer ones are not known to break; the doctor says they are untested.
+TESTED_UP_TO = {"jax": "0.12", "flax": "0.12", "torch": "2.14", "numpy": "2.5", "triton": "3.9"}
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,11 @@ def check_versions(found: dict[str, str | None], machine: str | None = None) -> 
     py = found.get("python") or platform.python_version()
     if jax_v and _mm(jax_v) >= (0, 11) and _mm(py) < (3, 12):
         out.append(Finding("error", f"jax {jax_v} needs Python >= 3.12, this is {py}", "pip install 'jax<0.11'"))
+    for pkg, top in TESTED_UP_TO.items():
+        v = found.get(pkg)
+        if v and _mm(v) > _mm(top):
+            out.append(Finding("warn", f"{pkg} {v} is newer than the course has been tested with ({top}.x)",
+                               "if a lab fails, run `labkit doctor` and report it with the failing cell"))
     tx, t = found.get("torch_xla"), found.get("torch")
     if tx and t and _mm(tx) != _mm(t):
         out.append(Finding("error", f"torch-xla {tx} needs torch {'.'.join(map(str, _mm(tx)))}, found torch {t}",
@@ -92,6 +100,11 @@ def diagnose() -> dict[str, Any]:
     if rt.platform != "cpu" and spec is None:
         findings.append(Finding("warn", f"chip {rt.chip!r} is not in labkit.runtime.hardware's spec table",
                                 "MFU labs need a peak: pass peak_tflops=... explicitly"))
+    if rt.emulated_on:
+        findings.append(Finding("warn", f"emulating a {rt.chip} on this {rt.emulated_on} ($LABKIT_EMULATE): JAX "
+                                f"and torch capped at {rt.memory_bytes / 1e9:.0f} GB each, bf16 "
+                                f"{'on' if rt.bf16 else 'off'}, specs from the {rt.chip} row; timings stay the "
+                                f"{rt.emulated_on}'s", "unset LABKIT_EMULATE for the real chip"))
     if not rt.bf16:
         findings.append(Finding("warn", f"{rt.chip} has no native bf16 math",
                                 "Lab 04 falls back to fp16 with loss scaling; bf16 timings are emulated"))
@@ -122,7 +135,8 @@ def format_report(d: dict[str, Any]) -> str:
     lines = [
         f"runtime   {rt['platform']} on {rt['host']}: {rt['device_count']} device(s)"
         + (" (simulated)" if rt["simulated"] else ""),
-        f"chip      {rt['chip']}  ->  spec: {d['spec']}",
+        f"chip      {rt['chip']}" + (f" (emulated on {rt['emulated_on']})" if rt.get("emulated_on") else "")
+        + f"  ->  spec: {d['spec']}",
         f"memory    {mem};  bf16 native: {'yes' if rt['bf16'] else 'no'};  torch device: {rt['torch_device']}",
         "versions  " + ", ".join(f"{k} {v or '-'}" for k, v in d["versions"].items()),
     ]

@@ -73,3 +73,33 @@ def test_memory_of_simulated_cpu_devices_is_the_shared_host_ram() -> None:
                                                "torch_device": "cpu"}, "spec": "unknown",
                                    "versions": {}, "findings": []})
     assert "memory    23.5 GiB host RAM shared by all 8 simulated devices" in report
+
+
+def test_versions_newer_than_the_matrix_are_flagged_untested() -> None:
+    warns = lambda found: [f.message for f in doctor.check_versions(found, "linux x86_64") if f.level == "warn"]  # noqa: E731
+    assert not any("newer than" in m for m in warns({**GOOD, "python": "3.12.1", "jax": "0.12.0.1",
+                                                     "jaxlib": "0.12.0.1", "torch": "2.14.1"}))
+    flagged = warns({**GOOD, "python": "3.12.1", "jax": "0.13.0", "jaxlib": "0.13.0"})
+    assert "jax 0.13.0 is newer than the course has been tested with (0.12.x)" in flagged
+
+
+def test_emulation_is_shown() -> None:
+    rt = {"platform": "gpu", "device_count": 1, "simulated": False, "memory_bytes": 16_000_000_000,
+          "chip": "NVIDIA T4", "emulated_on": "NVIDIA H100 80GB HBM3", "host": "local", "bf16": False,
+          "torch_device": "cuda"}
+    report = doctor.format_report({"runtime": rt, "spec": "NVIDIA T4", "versions": {}, "findings": []})
+    assert "chip      NVIDIA T4 (emulated on NVIDIA H100 80GB HBM3)  ->  spec: NVIDIA T4" in report
+
+
+def test_diagnose_says_what_the_emulation_changes(monkeypatch) -> None:
+    from labkit.runtime import device, emulate
+    from labkit.runtime.device import Runtime
+
+    h100 = Runtime(platform="gpu", chip="NVIDIA H100 80GB HBM3", device_count=1, memory_bytes=85_045_395_456,
+                   bf16=True, simulated=False, host="local", torch_device="cuda", cpu_devices=8)
+    monkeypatch.setattr(device, "simulate_devices", lambda n: n)
+    monkeypatch.setattr(device, "detect", lambda: emulate.apply(h100, {emulate.EMULATE_ENV: "t4"}))
+    d = doctor.diagnose()
+    msg = next(f.message for f in d["findings"] if "emulating" in f.message)
+    assert "emulating a NVIDIA T4 on this NVIDIA H100 80GB HBM3" in msg and "16 GB each, bf16 off" in msg
+    assert d["spec"] == "NVIDIA T4"
