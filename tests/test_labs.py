@@ -20,17 +20,25 @@ LABS = runner.available_labs(ROOT / "labs")
 
 # What each lab must record for the run report (the issues name these keys).
 REQUIRED_METRICS = {
-    "00_know_your_accelerator": {"matmul_tflops_measured", "bandwidth_gbs_measured", "peak_tflops_spec"},
+    "00_know_your_accelerator": {"matmul_tflops_measured", "bandwidth_gbs_measured", "peak_tflops_spec",
+                                 "bandwidth_probe", "overhead_bound_ops", "profile_reason", "peak_memory_gib_host"},
     "01_systolic_vs_cuda_cores": {"sim_cycles_os_8x8_64x32x48", "sim_cycles_ws_8x8_64x32x48",
-                                  "sim_cycles_is_8x8_64x32x48", "shape_sweep_points"},
+                                  "sim_cycles_is_8x8_64x32x48", "sim_convention", "shape_sweep_points",
+                                  "mxu_compute_bound_batch_v5e", "triton_speed_vs_cublas_aligned",
+                                  "triton_speed_vs_cublas_ragged"},
     "02_mfu": {"flops_per_token_analytic", "flops_per_step_xla", "flops_per_step_torch", "mfu_jax",
-               "mfu_torch", "peak_used"},
+               "mfu_torch", "peak_used", "op_share_matmul"},
     "03_gspmd_sharding": {"strategies", "collective_bytes_dp", "collective_bytes_fsdp", "collective_bytes_tp",
-                          "max_abs_diff_vs_unsharded", "multiprocess_max_abs_diff"},
+                          "max_abs_diff_vs_unsharded", "multiprocess_max_abs_diff", "fsdp_peak_mib_kept",
+                          "fsdp_peak_mib_regather", "fsdp_bytes_kept", "fsdp_bytes_regather",
+                          *(f"comm_compute_ratio_{s}_{y}" for s in ("dp", "fsdp", "tp", "dp_tp") for y in ("v5e8", "h100x8"))},
     "04_mixed_precision": {"format_table", "final_loss_fp32", "final_loss_bf16", "final_loss_fp16_scaled",
-                           "step_time_per_precision"},
+                           "step_time_per_precision", "loss_gap_bf16_vs_fp32", "loss_noise_floor_fp32",
+                           "fp8_rel_err_current", "fp8_rel_err_delayed", "fp8_rel_err_block", "fp8_speedup_vs_bf16",
+                           *(f"bf16_speedup_vs_{b}_{f}" for b in ("tf32", "fp32") for f in ("jax", "torch"))},
     "05_train_tpu_serve_gpu": {"parity_max_abs_logit_diff", "greedy_tokens_identical", "artifact_platforms",
-                               "serve_tokens_per_s", "serve_p50_ms"},
+                               "serve_tokens_per_s", "serve_p50_ms", "cross_device_max_abs_logit_diff",
+                               "bf16_top1_agreement", "bf16_kl", "load_ttft_p50_ms", "load_goodput_req_s"},
     "06_cost_per_token": {"cost_per_mtok_train", "cost_per_mtok_serve", "claims_checked"},
 }
 
