@@ -1,4 +1,4 @@
-"""(Lab 06) Common GPU-vs-TPU debate claims, each checked against the cost model.
+"""(Lab 06) Checks of common GPU-vs-TPU claims against the cost model (the register: `seeds`).
 
 A claim is never simply true or false: it holds under some prices, MFUs, utilizations and
 batch sizes and fails under others. Each checker takes the numbers (usually `CostResult`s from
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from labkit.cost.model import CostResult
-from labkit.cost.prices import PRICES, Price, check_fraction, hourly_usd, price, prices
+from labkit.cost.prices import PRICES, Price, check_fraction, hourly_usd
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,10 @@ def check_mfu_gap(gpu_mfu: float, tpu_mfu: float, claimed_gpu: float = 0.52,
                   claimed_tpu: float = 0.58, tol: float = 0.05) -> ClaimResult:
     """(Lab 06) "H100 ~52% MFU vs TPU ~58%": do measured MFUs match within tol (cost aside)."""
     g, t = check_fraction(gpu_mfu, "gpu_mfu"), check_fraction(tpu_mfu, "tpu_mfu")
-    eps = 1e-12  # so that "within 5 points" includes exactly 5 points despite float rounding
-    ok = abs(g - claimed_gpu) <= tol + eps and abs(t - claimed_tpu) <= tol + eps
+    # compare in whole percentage points: exact integers, so no float edge and no epsilon
+    pts = lambda x: round(100 * x)  # noqa: E731
+    ok = (abs(pts(g) - pts(claimed_gpu)) <= pts(tol)
+          and abs(pts(t) - pts(claimed_tpu)) <= pts(tol))
     return ClaimResult(
         f"GPU reaches ~{claimed_gpu:.0%} MFU while TPU reaches ~{claimed_tpu:.0%}", ok,
         f"MFU GPU {g:.1%}, TPU {t:.1%} (each against its own spec peak); tolerance +-{tol:.0%}",
@@ -100,10 +102,10 @@ def check_low_mfu_cheaper(low: CostResult, high: CostResult) -> ClaimResult:
 def spot_discounts(table: Sequence[Price] | None = None, **kw: Any) -> list[ClaimResult]:
     """(Lab 06) Check the spot claim for every chip/cloud that lists both spot and on-demand."""
     rows = PRICES if table is None else table
-    pairs = sorted({(p.chip, p.cloud) for p in rows if p.pricing == "spot"})
-    return [check_spot_discount(price(c, cl, "on_demand", table=rows),
-                                price(c, cl, "spot", table=rows), **kw)
-            for c, cl in pairs if prices(c, cl, "on_demand", table=rows)]
+    # pair each spot price with an on-demand price read on the same page (same chip, cloud)
+    return [check_spot_discount(od, sp, **kw) for sp in rows if sp.pricing == "spot"
+            for od in rows if od.pricing == "on_demand" and (od.chip, od.cloud, od.source)
+            == (sp.chip, sp.cloud, sp.source)]
 
 
 CLAIMS: tuple[Claim, ...] = (

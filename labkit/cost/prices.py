@@ -1,12 +1,15 @@
-"""(Lab 06) A dated price table: $ per chip-hour by chip, cloud and pricing kind, each with a source.
+"""(Lab 06) A price table with provenance: $ per chip-hour by chip, cloud and pricing kind.
 
-PRICES MOVE. Every figure in PRICES is a public list price as recalled for its `as_of` month,
-with the vendor page it came from. Clouds change prices (and by region) without notice: check
-the source and pass your own `Price(...)` (or a plain $/chip-hour float) before deciding.
-The input checks every Lab 06 module shares (`positive`, `check_fraction`, `hourly_usd`) live here.
+PRICES MOVE. Every figure in PRICES was read on a published page (URL), with the date the page
+shows ("undated" where it shows none), the date it was read, the region and the term. Many are
+third-party summaries (`publisher`), not the vendor's own page: the note says so. `warnings`
+flags entries older than 12 months (or undated) at run time. Pass your own `Price(...)` (see
+`my_price`) before deciding. The input checks every Lab 06 module shares (`positive`,
+`check_fraction`, `hourly_usd`) live here.
 """
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 from dataclasses import dataclass
@@ -14,10 +17,12 @@ from typing import Any, Sequence
 
 from labkit.runtime import hardware
 
-PRICE_WARNING = ("Prices are list prices recalled for each entry's as_of month; they move often "
-                 "and differ by region. Check the source URL and override with your own Price.")
-PRICING_KINDS = ("on_demand", "spot", "committed_1y", "committed_3y")
-_AS_OF = re.compile(r"^(19|20)\d\d-(0[1-9]|1[0-2])$")  # "YYYY-MM"
+PRICE_WARNING = ("Prices were read on the pages named in `source` on `read_date`; they move often "
+                 "and differ by region and term. Check the page and override with your own Price.")
+PRICING_KINDS = ("on_demand", "spot", "reserved", "committed_1y", "committed_3y")
+READ = "2026-11-24"   # the date this table's pages were read
+STALE_DAYS = 365      # a price older than this at run time gets a warning
+_DATE = re.compile(r"^(19|20)\d\d-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?$")  # YYYY-MM[-DD]
 
 
 # ---------------------------------------------------------------- validation helpers
@@ -41,25 +46,70 @@ def check_pricing(kind: str) -> None:
         raise ValueError(f"unknown pricing kind {kind!r}; use one of {', '.join(PRICING_KINDS)}")
 
 
+def _day(d: str) -> dt.date:
+    """A 'YYYY-MM' or 'YYYY-MM-DD' string as a date (a month counts from its first day)."""
+    return dt.date.fromisoformat(d if len(d) == 10 else d + "-01")
+
+
 @dataclass(frozen=True)
 class Price:
-    """(Lab 06) One dated price: $ per chip-hour for a chip on a cloud under a pricing kind."""
+    """(Lab 06) One published price: $ per chip-hour, where it was read, when, and on what terms."""
     chip: str                  # canonical name from labkit.runtime.hardware, e.g. "TPU v5e"
-    cloud: str                 # "GCP", "AWS", "Azure", "Lambda", "on-prem", ...
+    cloud: str                 # "GCP", "AWS", "Lambda", "RunPod", "CoreWeave", "yours", ...
     pricing: str               # one of PRICING_KINDS
-    usd_per_chip_hour: float   # $/chip-hour
-    as_of: str                 # "YYYY-MM": the month the figure is believed valid
-    source: str                # where it came from: text + URL
-    region: str = ""
-    note: str = ""             # what the figure includes (host VM or not), how sure we are
+    usd_per_chip_hour: float   # $/chip-hour (a node price divided by its chips)
+    source: str                # the page's URL (or "your own quote")
+    page_date: str             # the date the page shows, "YYYY-MM[-DD]", or "undated"
+    read_date: str = READ      # when it was read, "YYYY-MM-DD"
+    region: str = "not stated"
+    term: str = "hourly, no commitment"
+    publisher: str = "third-party"  # "vendor" (the seller's own page), "third-party", "yours"
+    note: str = ""             # what the figure includes, how it was derived
 
     def __post_init__(self) -> None:
         check_pricing(self.pricing)
         positive(self.usd_per_chip_hour, "usd_per_chip_hour ($/chip-hour)")
-        if not _AS_OF.match(str(self.as_of)):
-            raise ValueError(f"as_of must be a 'YYYY-MM' date string, got {self.as_of!r}")
+        for what, d in (("page_date", self.page_date), ("read_date", self.read_date)):
+            if not (_DATE.match(str(d)) or (what == "page_date" and d == "undated")):
+                raise ValueError(f"{what} must be 'YYYY-MM' or 'YYYY-MM-DD'"
+                                 f"{' or undated' if what == 'page_date' else ''}, got {d!r}")
         if not str(self.source).strip():
-            raise ValueError("every Price needs a source (text + URL, or 'my quote, <date>')")
+            raise ValueError("every Price needs a source (a URL, or 'your own quote')")
+
+    @property
+    def as_of(self) -> str:
+        """(Lab 06) The price's date: the page's own date, else the date it was read."""
+        return self.read_date if self.page_date == "undated" else self.page_date
+
+
+def age_days(p: Price, today: dt.date | str | None = None) -> int | None:
+    """(Lab 06) Days from the page's own date to today; None for an undated page."""
+    if p.page_date == "undated":
+        return None
+    now = _day(today) if isinstance(today, str) else (today or dt.date.today())
+    return (now - _day(p.page_date)).days
+
+
+def warnings(table: Sequence[Price] | None = None, today: dt.date | str | None = None) -> list[str]:
+    """(Lab 06) One line per price older than STALE_DAYS at `today` (or undated): check it first."""
+    out = []
+    for p in (PRICES if table is None else table):
+        age = age_days(p, today)
+        if age is None:
+            out.append(f"{p.chip} {p.cloud} {p.pricing} ${p.usd_per_chip_hour:.4g}/h: page undated "
+                       f"(read {p.read_date}); its age is unknown")
+        elif age > STALE_DAYS:
+            out.append(f"{p.chip} {p.cloud} {p.pricing} ${p.usd_per_chip_hour:.4g}/h: STALE, page "
+                       f"dated {p.page_date}, {age // 30} months old")
+    return out
+
+
+def my_price(chip: str, usd_per_chip_hour: float, cloud: str = "yours", pricing: str = "on_demand",
+             note: str = "") -> Price:
+    """(Lab 06) The learner's own quote as a Price, dated today."""
+    today = dt.date.today().isoformat()
+    return Price(chip, cloud, pricing, usd_per_chip_hour, "your own quote", today, today,
+                 publisher="yours", note=note)
 
 
 def hourly_usd(usd_per_chip_hour: float | Price) -> float:
@@ -69,64 +119,53 @@ def hourly_usd(usd_per_chip_hour: float | Price) -> float:
     return positive(usd_per_chip_hour, "usd_per_chip_hour ($/chip-hour)")
 
 
-_TPU = "Google Cloud TPU pricing, https://cloud.google.com/tpu/pricing"
-_GCE = "Google Compute Engine GPU pricing, https://cloud.google.com/compute/gpus-pricing"
-_AWS = "Amazon EC2 On-Demand pricing, https://aws.amazon.com/ec2/pricing/on-demand/"
-_AZ = ("Azure Linux VM pricing, "
-       "https://azure.microsoft.com/en-us/pricing/details/virtual-machines/linux/")
-_LAM = "Lambda GPU Cloud pricing, https://lambdalabs.com/service/gpu-cloud#pricing"
-_VM = "whole-VM $/h / GPUs (vCPU, RAM included); recalled list price"
-_SPOT = "spot prices float (can change monthly); low-confidence recalled figure"
+H100, V5E, V5P = "NVIDIA H100 SXM", "TPU v5e", "TPU v5p"
+_SPEC = "https://computespec.pages.dev/learn/pricing/cloud-gpu-pricing-explained"
+_Q1 = "https://digiterialabs.com/ai/insights/cloud-gpu-pricing-q1-2026"
+_CB = "http://sibshop.uat.jiralog.com/ec2/capacityblocks/pricing"
+_TB = "https://techbytes.app/posts/serverless-gpu-pricing-matrix-modal-replicate-lambda-2026/"
+_8X = "https://techplained.aptechsolutions.io/runpod-vs-vast-ai"
+_SPH = "https://www.spheron.network/blog/runpod-h100-pricing-2026/"
+_CW = "https://gridstackhub.ai/learn/reserved-vs-spot-vs-on-demand-gpu"
+_DB = "https://deploybase.ai/articles/google-cloud-tpu-pricing"
+_EC = "https://blog.easecloud.io/ai-cloud/llm-throughput-with-google-tpu-v5p"
+_NODE = "8-GPU node price / 8"
 
-
-def _tpu_rows(chip: str, on_demand: float, y1: float, y3: float, as_of: str,
-              region: str = "US") -> tuple[Price, ...]:
-    note = "per chip-hour, host VM included; recalled list price"
-    return tuple(Price(chip, "GCP", kind, usd, as_of, _TPU, region, note) for kind, usd in
-                 (("on_demand", on_demand), ("committed_1y", y1), ("committed_3y", y3)))
-
-
-PRICES: tuple[Price, ...] = (  # $/chip-hour; see PRICE_WARNING
-    *_tpu_rows("TPU v5e", 1.20, 0.84, 0.54, "2024-06"),
-    *_tpu_rows("TPU v5p", 4.20, 2.94, 1.89, "2024-06"),
-    *_tpu_rows("TPU v6e", 2.70, 1.89, 1.22, "2025-01"),
-    *_tpu_rows("TPU v4", 3.22, 2.03, 1.45, "2024-06", "us-central2"),
-    Price("NVIDIA T4", "GCP", "on_demand", 0.35, "2024-06", _GCE, "us-central1",
-          "GPU only; the VM is billed on top; recalled list price"),
-    Price("NVIDIA L4", "GCP", "on_demand", 0.71, "2024-06", _GCE, "us-central1",
-          "g2-standard-4 (1 L4); " + _VM),
-    Price("NVIDIA A100 SXM 40GB", "GCP", "on_demand", 3.67, "2024-06", _GCE, "us-central1",
-          "a2-highgpu-1g; " + _VM),
-    Price("NVIDIA A100 SXM 40GB", "GCP", "spot", 1.17, "2024-06", _GCE, "us-central1",
-          "a2-highgpu; " + _SPOT),
-    Price("NVIDIA A100 SXM 80GB", "GCP", "on_demand", 5.07, "2024-06", _GCE, "us-central1",
-          "a2-ultragpu-1g; " + _VM),
-    Price("NVIDIA H100 SXM", "GCP", "on_demand", 11.06, "2024-06", _GCE, "us-central1",
-          "a3-highgpu-8g ~$88.5/h / 8; " + _VM),
-    Price("NVIDIA H100 SXM", "GCP", "spot", 2.25, "2024-06", _GCE, "us-central1",
-          "a3-highgpu; " + _SPOT),
-    Price("NVIDIA H100 SXM", "AWS", "on_demand", 12.29, "2024-06", _AWS, "us-east-1",
-          "p5.48xlarge $98.32/h / 8; " + _VM),
-    Price("NVIDIA H100 SXM", "AWS", "on_demand", 6.88, "2025-06", _AWS, "us-east-1",
-          "p5.48xlarge after AWS's June 2025 cut, ~$55/h / 8; " + _VM),
-    Price("NVIDIA A100 SXM 40GB", "AWS", "on_demand", 4.10, "2024-06", _AWS, "us-east-1",
-          "p4d.24xlarge $32.77/h / 8; " + _VM),
-    Price("NVIDIA A100 SXM 80GB", "AWS", "on_demand", 5.12, "2024-06", _AWS, "us-east-1",
-          "p4de.24xlarge $40.97/h / 8; " + _VM),
-    Price("NVIDIA H100 SXM", "Azure", "on_demand", 12.29, "2024-06", _AZ, "East US",
-          "ND96isr H100 v5 $98.32/h / 8; " + _VM),
-    Price("NVIDIA A100 SXM 80GB", "Azure", "on_demand", 4.10, "2024-06", _AZ, "East US",
-          "ND96amsr A100 v4 $32.77/h / 8; " + _VM),
-    Price("NVIDIA H100 SXM", "Lambda", "on_demand", 2.99, "2025-01", _LAM, "",
-          "8x H100 SXM instance, per GPU; recalled list price"),
-    Price("NVIDIA H100 PCIe", "Lambda", "on_demand", 2.49, "2025-01", _LAM, "",
-          "1x H100 PCIe instance; recalled list price"),
-    Price("NVIDIA A100 SXM 40GB", "Lambda", "on_demand", 1.29, "2025-01", _LAM, "",
-          "1x A100 SXM 40GB instance; recalled list price"),
-    Price("NVIDIA A100 SXM 80GB", "Lambda", "on_demand", 1.79, "2025-01", _LAM, "",
-          "8x A100 SXM 80GB instance, per GPU; recalled list price"),
+PRICES: tuple[Price, ...] = (  # $/chip-hour, every row read on READ; see PRICE_WARNING
+    Price(H100, "AWS", "on_demand", 98.32 / 8, _SPEC, "undated", note="p5.48xlarge $98.32/h; " + _NODE),
+    Price(H100, "AWS", "on_demand", 80.62 / 8, _Q1, "undated", region="not stated",
+          note="p5.48xlarge after a cut the page dates 15 January (title: Q1 2026); " + _NODE),
+    Price(H100, "AWS", "reserved", 4.916, _CB, "2024-12", region="US East (N. Virginia)",
+          term="EC2 Capacity Block, paid up front", publisher="vendor (mirror)",
+          note="copy of AWS's Capacity Blocks page; rates 'to be updated on January 1, 2025'"),
+    Price(H100, "Lambda", "on_demand", 3.78, _TB, "2026-05-07", note="1x H100 SXM instance"),
+    Price("NVIDIA H100 PCIe", "Lambda", "on_demand", 2.86, _TB, "2026-05-07",
+          note="1x H100 PCIe instance"),
+    Price(H100, "Lambda", "reserved", 14.80 / 8, _8X, "2026-04", term="reservation",
+          note="8x H100 SXM with InfiniBand $14.80/h; " + _NODE),
+    Price(H100, "RunPod", "on_demand", 22.32 / 8, _8X, "2026-04", note="Secure Cloud 8x H100 "
+          "$22.32/h; " + _NODE),
+    Price(H100, "RunPod", "on_demand", 2.69, _SPH, "2026-05-22", note="Secure Cloud H100 SXM5"),
+    Price(H100, "Vast.ai", "spot", 12.16 / 8, _8X, "2026-04", term="interruptible marketplace",
+          note="14-day spot median floor, 8x H100 $12.16/h; " + _NODE),
+    Price(H100, "CoreWeave", "on_demand", 2.23, _CW, "undated", note="heading says 2026"),
+    Price(H100, "CoreWeave", "committed_1y", 1.79, _CW, "undated", term="1-year reservation",
+          note="heading says 2026"),
+    Price(V5E, "GCP", "on_demand", 2.56 / 8, _DB, "undated", note="v5e-8 (8 chips) $2.56/h / 8; "
+          "a third-party summary far below other pages: check cloud.google.com/tpu/pricing"),
+    Price(V5E, "GCP", "committed_1y", 1.79 / 8, _DB, "undated", term="1-year commitment",
+          note="v5e-8 $1.79/h / 8; third-party summary"),
+    Price(V5E, "GCP", "committed_3y", 1.41 / 8, _DB, "undated", term="3-year commitment",
+          note="v5e-8 $1.41/h / 8; third-party summary"),
+    Price(V5P, "GCP", "on_demand", 3.84 / 4, _DB, "undated", note="v5p-8 $3.84/h; v5p-8 names 8 "
+          "TensorCores = 4 chips; third-party summary"),
+    Price(V5E, "GCP", "on_demand", 1.60, _EC, "undated", note="unit not stated, read as per chip-hour;"
+          " title says 2026"),
+    Price(V5P, "GCP", "on_demand", 4.00, _EC, "undated", note="the page's spot example: "
+          "$4.00/h on-demand; chip not named on a v5p page; title says 2026"),
+    Price(V5P, "GCP", "spot", 1.20, _EC, "undated", term="spot (preemptible)", note="the page's "
+          "spot example: $1.20/h; chip not named on a v5p page; title says 2026"),
 )
-
 
 # ---------------------------------------------------------------- lookups
 def _canonical(chip: str) -> str:
@@ -157,8 +196,8 @@ def price(chip: str, cloud: str | None = None, pricing: str = "on_demand",
         raise ValueError(f"no {pricing} price for {chip!r}{where}; chips with prices: "
                          f"{', '.join(have)}. Pass your own Price(...) or $/chip-hour float.")
     newest: dict[tuple[str, str], Price] = {}
-    for p in rows:  # rows are sorted by as_of, so the last one per (cloud, region) wins
-        newest[(p.cloud, p.region)] = p
+    for p in rows:  # rows are sorted by date, so the last one per (cloud, region, source) wins
+        newest[(p.cloud, p.region, p.source)] = p
     return min(newest.values(), key=lambda p: p.usd_per_chip_hour)
 
 
@@ -170,5 +209,6 @@ def with_override(*overrides: Price, table: Sequence[Price] | None = None) -> tu
     return tuple(kept) + tuple(overrides)
 
 
-__all__ = ["PRICE_WARNING", "PRICING_KINDS", "PRICES", "Price", "positive", "check_fraction",
-           "check_pricing", "hourly_usd", "prices", "price", "with_override"]
+__all__ = ["PRICE_WARNING", "PRICING_KINDS", "PRICES", "READ", "STALE_DAYS", "Price", "positive",
+           "check_fraction", "check_pricing", "hourly_usd", "prices", "price", "with_override",
+           "age_days", "warnings", "my_price", "H100", "V5E", "V5P"]

@@ -19,13 +19,14 @@ def test_claim_spot_and_preemption() -> None:
     assert claims.check_spot_discount(10.0, 3.0).holds  # exactly 70%
     lossy = claims.check_spot_discount(10.0, 3.0, lost_fraction=0.3)  # 3 / 0.7 = 4.29 -> 57%
     assert not lossy.holds and lossy.value == pytest.approx(1 - 3 / 0.7 / 10)
-    table = claims.spot_discounts()
+    table = claims.spot_discounts()  # pairs from the same page only: the v5p spot example
     assert table and all(r.claim == "Spot is 70% cheaper" for r in table)
-    assert any(r.under.startswith("NVIDIA H100 SXM on GCP") for r in table)
+    assert any(r.under.startswith("TPU v5p on GCP") for r in table)
 
 
 def test_claim_mfu_and_low_mfu_cheaper() -> None:
     assert claims.check_mfu_gap(0.52, 0.58).holds
+    assert claims.check_mfu_gap(0.47, 0.63).holds and not claims.check_mfu_gap(0.46, 0.63).holds
     assert not claims.check_mfu_gap(0.29, 0.58).holds
     low = cost.train_cost_per_mtok(flops_per_token=6e9, mfu=0.35, peak_tflops=989,
                                    usd_per_chip_hour=2.99, chip="GPU")

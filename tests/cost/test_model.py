@@ -42,7 +42,7 @@ def test_train_cost_from_mfu_uses_hardware_peak() -> None:
     hardware = pytest.importorskip("labkit.runtime.hardware")
     peak = hardware.lookup("TPU v5e").peak("bf16")  # 197e12 FLOP/s
     r = cost.train_cost_per_mtok(flops_per_token=4.2e10, chip="TPU v5e", mfu=0.5, n_chips=8,
-                                 usd_per_chip_hour=1.2)
+                                 usd_per_chip_hour=cost.price("TPU v5e", "GCP").usd_per_chip_hour)
     assert peak == pytest.approx(197e12)
     assert r.tokens_per_s == pytest.approx(0.5 * 8 * peak / 4.2e10)
     # a reported runtime name resolves too, and a Price carries its chip in
@@ -67,7 +67,7 @@ def test_utilization_scales_cost_inversely(u: float) -> None:
 
 
 def test_price_object_accepted_wherever_a_price_is() -> None:
-    p = Price("TPU v5e", "GCP", "spot", 0.5, "2025-11", "my quote")
+    p = Price("TPU v5e", "GCP", "spot", 0.5, "my quote", "2025-11")
     assert cost.serve_cost_per_mtok(1000, p).usd_per_mtok == pytest.approx(0.5 / 3.6)
     assert cost.serve_cost_per_mtok(1000, p).chip == "TPU v5e"
 
@@ -173,16 +173,16 @@ def test_bad_train_inputs() -> None:
 
 
 def test_bad_price_entries() -> None:
-    with pytest.raises(ValueError, match="unknown pricing kind 'reserved'.*on_demand"):
-        Price("TPU v5e", "GCP", "reserved", 1.0, "2025-01", "x")
+    with pytest.raises(ValueError, match="unknown pricing kind 'preemptible'.*on_demand"):
+        Price("TPU v5e", "GCP", "preemptible", 1.0, "x", "2025-01")
     with pytest.raises(ValueError, match="unknown pricing kind"):
         cost.prices(pricing="preemptible")
     with pytest.raises(ValueError, match="YYYY-MM"):
-        Price("TPU v5e", "GCP", "spot", 1.0, "2025", "x")
+        Price("TPU v5e", "GCP", "spot", 1.0, "x", "2025")
     with pytest.raises(ValueError, match="source"):
-        Price("TPU v5e", "GCP", "spot", 1.0, "2025-01", " ")
+        Price("TPU v5e", "GCP", "spot", 1.0, " ", "2025-01")
     with pytest.raises(ValueError, match="usd_per_chip_hour"):
-        Price("TPU v5e", "GCP", "spot", -2.0, "2025-01", "x")
+        Price("TPU v5e", "GCP", "spot", -2.0, "x", "2025-01")
     with pytest.raises(ValueError, match="no spot price for 'TPU v5e'.*Price"):
         cost.price("TPU v5e", pricing="spot")
     with pytest.raises(ValueError, match="lo < hi"):

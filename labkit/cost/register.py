@@ -1,0 +1,151 @@
+"""(Lab 06) The claims register: every quantitative claim of the five seed articles, with evidence.
+
+Each entry names its article (title, date), paraphrases the claim, says what would test it, lists
+its inputs, each labelled by kind, and gives a verdict:
+
+- inputs: ``measured`` (this runtime or a committed run report, named), ``sourced`` (a published
+  figure: URL, the page's date or "undated", the date read), ``modelled`` (a formula's output,
+  with its inputs) or ``article`` (the article's own figure, the thing under test);
+- verdicts: ``holds``, ``fails``, ``depends`` (on what, with the flip point) or
+  ``not testable here`` (what would be needed).
+
+A verdict of holds or fails needs at least one measured or sourced input: `Entry` refuses
+anything else, and `decide` turns such a verdict into ``depends``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from labkit.cost.prices import Price
+
+KINDS = ("measured", "sourced", "modelled", "article")
+VERDICTS = ("holds", "fails", "depends", "not testable here")
+EVIDENCE = ("measured", "sourced")  # the kinds a holds / fails verdict may rest on
+
+# The five seed articles (../shared/seeds/README.md): title as shown, date as shown.
+ARTICLES = {
+    "gpu+tpu": "'Gpu + Tpu is the answer' (2025-12-01)",
+    "replace": "'Do TPUs fully replace GPUs in LLM training and inference?' (as of November 2025)",
+    "distributed": "untitled article on GPUs, TPUs and distributed training (undated)",
+    "whitepaper": "white paper, from grid computing to GPU vs TPU infrastructure (undated)",
+    "unpacking": "'Unpacking GPU vs TPU Performance in Training Large AI Models' (2025-08-25)",
+}
+
+
+@dataclass(frozen=True)
+class Input:
+    """(Lab 06) One number a verdict uses, with its kind and where it came from."""
+    name: str
+    value: Any
+    kind: str        # one of KINDS
+    source: str      # report name / URL + page date + read date / formula + inputs / article
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"input kind must be one of {KINDS}, got {self.kind!r}")
+        if not str(self.source).strip():
+            raise ValueError(f"input {self.name!r} needs a source")
+
+
+def sourced(p: Price, name: str | None = None) -> Input:
+    """(Lab 06) A Price as a sourced input: URL, the page's date, the date it was read."""
+    return Input(name or f"{p.chip} {p.cloud} {p.pricing} $/chip-h", round(p.usd_per_chip_hour, 4),
+                 "sourced", f"{p.source} (page {p.page_date}, read {p.read_date}; {p.publisher})")
+
+
+def has_evidence(inputs: Sequence[Input]) -> bool:
+    """(Lab 06) Whether any input is measured or sourced (not only modelled or the article's own)."""
+    return any(i.kind in EVIDENCE for i in inputs)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """(Lab 06) One claim in the register: article, claim, test, inputs, verdict and why."""
+    id: str
+    article: str
+    claim: str
+    test: str                 # what would test it
+    inputs: tuple[Input, ...]
+    verdict: str
+    why: str
+    value: float | None = None  # the quantity the verdict turned on, if any
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+        if self.verdict in ("holds", "fails") and not has_evidence(self.inputs):
+            raise ValueError(f"{self.id}: a {self.verdict!r} verdict cannot rest on modelled or "
+                             f"article figures alone; add a measured or sourced input")
+
+    @property
+    def evidence(self) -> str:
+        """(Lab 06) The kinds of input behind the verdict, strongest first ("measured+sourced")."""
+        return "+".join(k for k in KINDS if any(i.kind == k for i in self.inputs)) or "none"
+
+    def as_dict(self) -> dict[str, Any]:
+        """(Lab 06) The entry as the dict `labkit.record("claims", ...)` stores."""
+        return {"id": self.id, "article": self.article, "claim": self.claim, "test": self.test,
+                "inputs": [vars(i) for i in self.inputs], "verdict": self.verdict, "why": self.why}
+
+
+def decide(id: str, article: str, claim: str, test: str, inputs: Sequence[Input],
+           verdict: str, why: str, value: float | None = None) -> Entry:
+    """(Lab 06) An Entry; holds/fails on modelled-only inputs becomes depends, saying why."""
+    if verdict in ("holds", "fails") and not has_evidence(inputs):
+        why = f"would {verdict.rstrip('s')} on the model alone, so it depends on the model: {why}"
+        verdict = "depends"
+    return Entry(id, ARTICLES.get(article, article), claim, test, tuple(inputs), verdict, why, value)
+
+
+def in_range(x: float, lo: float, hi: float) -> str:
+    """(Lab 06) "inside", "below" or "above" [lo, hi] (exact comparison: no epsilon)."""
+    return "below" if x < lo else ("above" if x > hi else "inside")
+
+
+def over_cases(cases: Sequence[tuple[str, bool]]) -> str:
+    """(Lab 06) holds if every case holds, fails if none does, depends otherwise."""
+    ok = [c for c, h in cases if h]
+    return "holds" if len(ok) == len(cases) else ("fails" if not ok else "depends")
+
+
+def discount_at_least(on_demand: float, spot: float, percent: int) -> bool:
+    """(Lab 06) spot <= (1 - percent/100) x on-demand, in integer cents (no float edge)."""
+    od, sp = round(on_demand * 100), round(spot * 100)   # cents per hour
+    return sp * 100 <= (100 - percent) * od
+
+
+def untestable(id: str, article: str, claim: str, needs: str) -> Entry:
+    """(Lab 06) A register entry this course cannot test: `needs` says what would be needed."""
+    return decide(id, article, claim, needs, (Input("claim", claim, "article", ARTICLES[article]),),
+                  "not testable here", f"needs {needs}")
+
+
+@dataclass(frozen=True)
+class Register:
+    """(Lab 06) The entries, with counts and the dicts to record."""
+    entries: tuple[Entry, ...] = field(default_factory=tuple)
+
+    def counts(self) -> dict[str, int]:
+        """(Lab 06) Number of entries per verdict, in VERDICTS order."""
+        return {v: sum(e.verdict == v for e in self.entries) for v in VERDICTS}
+
+    def ids(self) -> list[str]:
+        """(Lab 06) The entry ids in order."""
+        return [e.id for e in self.entries]
+
+    def records(self) -> list[dict[str, Any]]:
+        """(Lab 06) One dict per entry (id, article, claim, inputs, verdict, why)."""
+        return [e.as_dict() for e in self.entries]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """(Lab 06) One short row per claim for a table: id, claim, verdict, evidence, why."""
+        return [{"id": e.id, "claim": e.claim, "verdict": e.verdict, "evidence": e.evidence,
+                 "why": e.why} for e in self.entries]
+
+
+Builder = Callable[..., Entry]
+
+__all__ = ["KINDS", "VERDICTS", "EVIDENCE", "ARTICLES", "Input", "sourced", "has_evidence",
+           "Entry", "decide", "in_range", "over_cases", "discount_at_least", "untestable",
+           "Register", "Builder"]

@@ -1,0 +1,51 @@
+"""Tests for labkit.cost.register (Lab 06): input kinds, each verdict kind, evidence rule."""
+from __future__ import annotations
+
+import pytest
+
+from labkit.cost import register as R
+from labkit.cost.register import Input
+
+MEAS = Input("tok/s", 100.0, "measured", "benchmarks/x/report.json")
+MODEL = Input("tok/s", 100.0, "modelled", "batch / step_s")
+ART = Input("claim", "2-4x", "article", "the article")
+
+
+@pytest.mark.parametrize("verdict", R.VERDICTS)
+def test_every_verdict_kind_on_synthetic_inputs(verdict: str) -> None:
+    e = R.decide("x", "gpu+tpu", "c", "t", [MEAS], verdict, "why")
+    assert e.verdict == verdict and e.evidence == "measured"
+    assert set(e.as_dict()) >= {"id", "article", "claim", "inputs", "verdict", "why"}
+
+
+@pytest.mark.parametrize("verdict", ["holds", "fails"])
+def test_modelled_only_cannot_hold_or_fail(verdict: str) -> None:
+    with pytest.raises(ValueError, match="cannot rest on modelled"):
+        R.Entry("x", "a", "c", "t", (MODEL, ART), verdict, "why")
+    e = R.decide("x", "gpu+tpu", "c", "t", [MODEL, ART], verdict, "why")
+    assert e.verdict == "depends" and "model alone" in e.why
+    assert R.decide("x", "gpu+tpu", "c", "t", [MODEL, MEAS], verdict, "w").verdict == verdict
+
+
+def test_bad_kinds_and_verdicts_refused() -> None:
+    with pytest.raises(ValueError):
+        Input("a", 1, "recalled", "memory")
+    with pytest.raises(ValueError):
+        R.Entry("x", "a", "c", "t", (MEAS,), "true", "why")
+
+
+def test_range_cases_and_discount_without_epsilon() -> None:
+    assert [R.in_range(x, 2, 4) for x in (1.99, 2, 4, 4.01)] == ["below", "inside", "inside", "above"]
+    assert R.over_cases([("a", True), ("b", True)]) == "holds"
+    assert R.over_cases([("a", True), ("b", False)]) == "depends"
+    assert R.over_cases([("a", False)]) == "fails"
+    assert R.discount_at_least(4.00, 1.20, 70)          # exactly 70%: in cents, no float edge
+    assert not R.discount_at_least(4.00, 1.21, 70)
+    assert R.discount_at_least(10.0, 3.0, 70) and not R.discount_at_least(10.0, 3.01, 70)
+
+
+def test_register_counts_and_rows() -> None:
+    reg = R.Register((R.decide("a", "gpu+tpu", "c", "t", [MEAS], "holds", "w"),
+                      R.untestable("b", "replace", "c", "a TPU run")))
+    assert reg.counts() == {"holds": 1, "fails": 0, "depends": 0, "not testable here": 1}
+    assert reg.rows()[1]["evidence"] == "article" and reg.ids() == ["a", "b"]

@@ -1,0 +1,36 @@
+"""Tests for labkit.cost.serving (Lab 06): KV-cache capacity and bandwidth terms by hand."""
+from __future__ import annotations
+
+import pytest
+
+from labkit.cost import serving as S
+
+M = S.LLAMA3_8B
+
+
+def test_kv_bytes_and_capacity_by_hand() -> None:
+    assert S.kv_bytes_per_token(M) == 2 * 32 * 8 * 128 * 2 == 131072   # 128 KiB per token
+    # 256 sequences x 1024 tokens x 128 KiB = 32 GiB of cache
+    assert 256 * 1024 * S.kv_bytes_per_token(M) == 32 * 2 ** 30
+    # H100 80 GB, 10% reserve: (72e9 - 16.06e9) / (1024 x 131072) = 416.8 -> 416
+    assert S.max_batch(M, 1024, 80) == int((72e9 - 8.03e9 * 2) // (1024 * 131072)) == 416
+    assert S.max_batch(M, 1024, 16) == 0                                  # v5e: weights do not fit
+    assert S.chips_to_fit(M, 1024, 64, 16) == 2  # (16.06e9 + 8.59e9) / 14.4e9 = 1.71 -> 2
+
+
+def test_decode_step_memory_and_compute_terms() -> None:
+    st = S.decode_step(M, 64, 1024, 1, 989e12, 3350, mfu=0.5, bw_eff=0.8)
+    read = 8.03e9 * 2 + 64 * 1024 * 131072                   # weights + KV reads, bytes
+    flops = 64 * (2 * 8.03e9 + 4 * 32 * 4096 * 1024)          # matmuls + attention
+    assert st.memory_s == pytest.approx(read / (0.8 * 3350e9))
+    assert st.compute_s == pytest.approx(flops / (0.5 * 989e12))
+    assert st.bound == "memory" and st.comm_s == 0
+    assert st.tokens_per_s == pytest.approx(64 / max(st.memory_s, st.compute_s))
+
+
+def test_tensor_parallel_all_reduce_term() -> None:
+    st = S.decode_step(M, 8, 1024, 4, 197e12, 819, link_gbs=400)
+    ring = 2 * 3 / 4 * (8 * 4096 * 2) / 400e9                # s per all-reduce
+    assert st.comm_s == pytest.approx(2 * 32 * ring)
+    with pytest.raises(ValueError, match="link_gbs"):
+        S.decode_step(M, 8, 1024, 4, 197e12, 819)
