@@ -14,12 +14,19 @@ def _cell(v: Any, digits: int) -> str:
     return str(v)
 
 
+TEXT_CELL_CHARS = 100  # a longer value (a dict, a URL list) is cut in text tables so the columns stay readable
+
+
+def _short(text: str, limit: int = TEXT_CELL_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def to_text(rows: Sequence[dict[str, Any]], digits: int = 4) -> str:
     """Aligned plain-text table of ``rows`` (all rows share the first row's keys) (Lab 00)."""
     if not rows:
         return "(no rows)"
     cols = list(rows[0])
-    cells = [[_cell(r.get(c), digits) for c in cols] for r in rows]
+    cells = [[_short(_cell(r.get(c), digits)) for c in cols] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
     line = lambda xs: "  ".join(x.ljust(w) for x, w in zip(xs, widths))  # noqa: E731
     return "\n".join([line(cols), line(["-" * w for w in widths])] + [line(r) for r in cells])
@@ -47,6 +54,17 @@ class Table:
         return f"<table>{cap}<tr>{head}</tr>{body}</table>"
 
 
-def show(rows: Sequence[dict[str, Any]], digits: int = 4, title: str = "") -> Table:
-    """A :class:`Table` to end a notebook cell with (Lab 00)."""
-    return Table(rows, digits, title)
+def show(rows: Sequence[dict[str, Any]], digits: int = 4, title: str = "") -> None:
+    """Display ``rows`` as a table now, wherever it sits in a cell (HTML in Jupyter, text elsewhere) (Lab 00)."""
+    # Displayed here rather than returned: a returned table shows only as a cell's last expression, and
+    # cells that assert after their table (Labs 00, 02, 06) would otherwise hide it.
+    table = Table(rows, digits, title)
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:  # plain Python without IPython
+        get_ipython = None  # type: ignore[assignment]
+    if get_ipython is not None and get_ipython() is not None:
+        display(table)
+    else:
+        print(repr(table))

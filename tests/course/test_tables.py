@@ -1,6 +1,9 @@
 """labkit.course.tables: text and HTML renderings agree with the rows."""
 
-from labkit.course.tables import show, to_text
+import pytest
+
+from labkit.course import tables
+from labkit.course.tables import Table, show, to_text
 
 
 def test_text_and_html() -> None:
@@ -9,8 +12,32 @@ def test_text_and_html() -> None:
     lines = text.splitlines()
     assert lines[0].split() == ["chip", "bf16", "fp16"]
     assert "197" in lines[2] and "—" in lines[2] and "65" in lines[3]
-    t = show(rows, title="chips")
+    t = Table(rows, title="chips")
     assert "<caption>chips</caption>" in t._repr_html_()
     assert t._repr_html_().count("<tr>") == 3
     assert repr(t).startswith("chips")
     assert to_text([]) == "(no rows)"
+
+
+def test_show_prints_now_outside_ipython(capsys: pytest.CaptureFixture[str]) -> None:
+    # A table shown mid-cell (an assert after it) must still appear: show displays, it does not return.
+    assert show([{"chip": "H100", "TFLOP/s": 989.0}], title="peaks") is None
+    out = capsys.readouterr().out
+    assert out.startswith("peaks") and "H100" in out and "989" in out
+
+
+def test_show_displays_in_a_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    shown = []
+    import IPython
+    import IPython.display
+    monkeypatch.setattr(IPython, "get_ipython", lambda: object())
+    monkeypatch.setattr(IPython.display, "display", shown.append)
+    show([{"a": 1}], title="t")
+    assert len(shown) == 1 and isinstance(shown[0], Table) and shown[0].title == "t"
+
+
+def test_long_values_are_cut_in_text() -> None:
+    text = to_text([{"metric": "claims_checked", "value": {f"claim_{i}": "holds" for i in range(40)}}])
+    widths = {len(line) for line in text.splitlines()}
+    assert max(widths) <= len("claims_checked") + 2 + tables.TEXT_CELL_CHARS
+    assert "…" in text
