@@ -64,3 +64,17 @@ def test_serving_ratio_flip_prices() -> None:
     e = seeds.serving_ratio(G, T, _p("TPU v5e", 1.0), [_p(H100, 6.0)])
     assert e.verdict == "holds" and "$4.00/h" in e.why and "$8.00/h" in e.why
     assert seeds.serving_ratio(G, T, _p("TPU v5e", 1.0), [_p(H100, 3.0)]).verdict == "fails"
+
+
+def test_serving_ratio_over_every_price_pair() -> None:
+    # ratio = GPU $/h / 2 per $ of TPU: TPU $1 with GPU $10 -> 5x (above); TPU $2 with GPU $10 -> 2.5x
+    both = seeds.serving_ratio(G, T, [_p("TPU v5e", 1.0), _p("TPU v5e", 2.0)], [_p(H100, 10.0)])
+    assert both.verdict == "depends" and "1 inside" in both.why and "1 above" in both.why
+    # Every pair above the range: TPU is cheaper than claimed, but the claim's range is wrong.
+    above = seeds.serving_ratio(G, T, [_p("TPU v5e", 1.0)], [_p(H100, 10.0), _p(H100, 12.0)])
+    assert above.verdict == "fails" and "more than claimed" in above.why
+    # One pair below, one above, none inside: the verdict turns on the prices, with flip points.
+    straddle = seeds.serving_ratio(G, T, [_p("TPU v5e", 1.0)], [_p(H100, 2.0), _p(H100, 12.0)])
+    assert straddle.verdict == "depends" and "$4.00/h" in straddle.why and "$8.00/h" in straddle.why
+    assert straddle.value == pytest.approx(6.0)  # median of the sorted ratios [1x, 6x] -> index 1
+    assert seeds.serving_ratio(G, T, [], [_p(H100, 2.0)]).verdict == "not testable here"
