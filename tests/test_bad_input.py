@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from labkit.cost import model as cost
-from labkit.cost import routing
+from labkit.cost import serving
 from labkit.course import runner
 from labkit.gpt import config, data
 from labkit.sharding import launch, layouts, memory_model
@@ -34,7 +34,6 @@ BAD = {
     "open_fraction": [0, 1, -0.5, NAN, INF, "0.1"],  # in (0, 1)
     "non_negative": [-1, NAN, INF, "1"],  # a finite real >= 0
     "finite": [NAN, INF, -INF, "1"],  # any finite real
-    "target": [0, -1, NAN, "1"],  # > 0, inf allowed (no target)
     "port": [-1, 65536, NAN, 1.5, "80"],  # 0..65535 or None
     "eps": [0, -1, NAN, INF, "1e-5"],
 }
@@ -46,12 +45,6 @@ class _Mesh:
 
 _FAKE_DEVICES = [object()] * 8  # strategy_mesh checks its numbers before it touches a device
 TOKENS = data.synthetic_tokens(200)
-
-
-def _pools() -> list[routing.Pool]:
-    stages = routing.STAGES
-    return [routing.Pool("c", "cpu", 0.1, {s: 100.0 for s in stages}, {s: 0.01 for s in stages}),
-            routing.Pool("g", "gpu", 2.0, {s: 1000.0 for s in stages}, {s: 0.002 for s in stages})]
 
 
 def _tpu_option(**kw: Any) -> Any:
@@ -97,12 +90,12 @@ CASES: list[Case] = [
     ("break_even", lambda **k: cost.break_even((_tpu_option, {}), (_tpu_option, {"usd_per_chip_hour": 3.0}),
                                                 "tokens_per_s", **k), {"lo": 100.0, "hi": 5000.0},
      {"lo": "finite", "hi": "finite", "tol": "positive"}),
-    ("route", lambda **k: routing.route(_pools(), **k), {"target_s": 1.0},
-     {"target_s": "positive", "utilization": "fraction", "transfer_s": "non_negative"}),
-    ("evaluate", lambda **k: routing.evaluate([_pools()[0]] * 4, **k), {},
-     {"target_s": "target", "utilization": "fraction", "transfer_s": "non_negative"}),
-    ("simulate", lambda **k: routing.simulate(routing.route(_pools(), 1.0).best, _pools(), **k), {"rate_rps": 10.0},
-     {"rate_rps": "positive", "n_requests": "count", "target_load": "fraction"}),
+    ("decode_step", lambda **k: serving.decode_step(serving.LLAMA3_8B, **k),
+     {"batch": 8, "context": 1024, "n_chips": 2, "peak_flops": 1e15, "bandwidth_gbs": 3000.0, "link_gbs": 450.0},
+     {"batch": "count", "n_chips": "count", "peak_flops": "positive", "bandwidth_gbs": "positive",
+      "mfu": "fraction", "bw_eff": "fraction"}),
+    ("max_batch", lambda **k: serving.max_batch(serving.LLAMA3_8B, **k), {"context": 1024, "memory_gb": 80.0},
+     {"context": "positive", "memory_gb": "positive"}),
 ]
 SWEEP = [(name, call, base, arg, bad) for name, call, base, args in CASES
          for arg, kind in args.items() for bad in BAD[kind]]

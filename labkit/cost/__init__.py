@@ -5,9 +5,8 @@ Modules:
 - ``model``    $ per million tokens for training and serving, on-prem $/hour, sensitivity, break-even
 - ``prices``   $ per chip-hour with provenance (URL, page date, read date, term), staleness warnings
 - ``serving``  decode throughput with KV-cache capacity and reads, and tensor-parallel all-reduces
-- ``claims``   common GPU-vs-TPU claims, each checked against the cost model
+- ``claims``   the spot discount per useful hour once preemption is counted (exercise 5.3)
 - ``register`` the claims register: inputs labelled measured / sourced / modelled, and verdicts
 - ``seeds``    the five seed articles' claims, each tested as written, built into the register
-- ``routing``  route a multi-stage inference pipeline across CPU / GPU / TPU pools
-- ``plots``    the lab's pictures: cost vs batch, chips, claims, sensitivity, routing, worksheet
+- ``plots``    the lab's pictures: serving cost vs batch up to the KV cap, the 2-4x claim vs price pairs
 """

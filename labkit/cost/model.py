@@ -3,8 +3,7 @@ sensitivity, and break-even between two options.
 
 The dated price table lives in `labkit.cost.prices` (PRICES MOVE: see PRICE_WARNING) and is
 re-exported here, so `cost.PRICES` and `cost.price(...)` work; the checks of common GPU-vs-TPU
-claims live in `labkit.cost.claims`, pipeline routing across CPU/GPU/TPU pools in
-`labkit.cost.routing`.
+claims live in `labkit.cost.claims`.
 """
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ term of Lab 03. Every chip is modelled with the same formula; only the spec figu
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 from labkit.cost.prices import check_fraction, positive
@@ -79,8 +80,9 @@ def decode_step(m: ServedModel, batch: int, context: int, n_chips: int, peak_flo
                 bandwidth_gbs: float, *, mfu: float = 0.5, bw_eff: float = 0.8,
                 link_gbs: float | None = None) -> DecodeStep:
     """(Lab 06) Roofline time of one decode step, KV reads and tensor-parallel all-reduces included."""
-    if batch < 1 or n_chips < 1:
-        raise ValueError(f"batch and n_chips must be >= 1, got {batch}, {n_chips}")
+    for what, n in (("batch", batch), ("n_chips", n_chips)):   # whole numbers of sequences and chips
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+            raise ValueError(f"{what} must be a whole number >= 1, got {n!r}")
     mfu, bw_eff = check_fraction(mfu, "mfu"), check_fraction(bw_eff, "bw_eff")
     flops = batch * (2 * m.n_params + 4 * m.n_layers * m.d_model * context)   # FLOPs per step
     read = weight_bytes(m) + batch * context * kv_bytes_per_token(m)          # bytes per step
