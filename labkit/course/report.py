@@ -37,8 +37,9 @@ def _jsonable(key: str, value: Any) -> Any:
     return value
 
 
-def record(key: str, value: Any) -> Any:
-    """Record one of the lab's key numbers for the run report; returns ``value`` (Lab 00)."""
+def record(key: str, value: Any) -> None:
+    """Record one of the lab's key numbers for the run report (Lab 00)."""
+    # Returns None on purpose: a record() that ends a cell would otherwise echo its value.
     if not isinstance(key, str) or not key.isidentifier():
         raise ValueError(f"record key must be an identifier-like string such as 'mfu_jax', got {key!r}.")
     value = _jsonable(key, value)
