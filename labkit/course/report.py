@@ -52,7 +52,6 @@ def record(key: str, value: Any) -> None:
         tmp = p.with_suffix(p.suffix + ".tmp")
         tmp.write_text(json.dumps(data, indent=1))
         tmp.replace(p)  # atomic: the runner never reads a half-written file
-    return value
 
 
 def recorded() -> dict[str, Any]:
