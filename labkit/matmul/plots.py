@@ -81,9 +81,9 @@ def plot_utilization_over_time(sims: Mapping[str, SimResult]) -> Figure:
             ax.axhline(sim.utilization, color="k", ls="--", lw=0.8)
             ax.set_xlim(0, longest if span == len(util_t) else span)
         axes[row][0].set_ylabel(f"{df.upper()}\nPEs busy (fraction)")
-        axes[row][0].text(0.99, 0.9, f"{sim.folds} folds x {per_fold} cycles, mean {sim.utilization:.0%} (dashed)",
-                          transform=axes[row][0].transAxes, ha="right", fontsize=8,
-                          bbox={"facecolor": "white", "edgecolor": "none"})
+        # Above the axes, not inside: a box inside would hide the tops of the last folds.
+        axes[row][0].text(1.0, 1.02, f"{sim.folds} folds x {per_fold} cycles, mean {sim.utilization:.0%} (dashed)",
+                          transform=axes[row][0].transAxes, ha="right", va="bottom", fontsize=8)
     axes[0][1].set_title("zoom: the first two folds", fontsize=9)
     axes[-1][0].set_xlabel("cycle")
     axes[-1][1].set_xlabel("cycle")
@@ -98,10 +98,15 @@ def plot_utilization_over_time(sims: Mapping[str, SimResult]) -> Figure:
     return fig
 
 
-def _first_cliff(xs: np.ndarray, y: np.ndarray, keep: float = 0.6) -> int | None:
-    """The size just before the first step where the curve keeps less than `keep` of its value."""
-    steps = np.nonzero(y[1:] < keep * y[:-1])[0]
-    return int(xs[steps[0]]) if len(steps) else None
+def _padding_period(xs: np.ndarray, y: np.ndarray, keep: float = 0.98) -> int | None:
+    """The tile width behind a sawtooth: gcd of the sizes after which the curve drops; None if it never does."""
+    steps = np.nonzero(y[1:] < keep * y[:-1])[0]  # the curve keeps less than `keep` one size later
+    return int(np.gcd.reduce(np.asarray(xs)[steps].astype(int))) if len(steps) else None
+
+
+def _drops(y: np.ndarray, keep: float = 0.98) -> bool:
+    """Whether the curve ever falls as the size grows (by more than 1 - keep): a wave or tile step."""
+    return bool(np.any(y[1:] < keep * y[:-1]))
 
 
 def _alignment_cost(xs: np.ndarray, y: np.ndarray) -> float | None:
@@ -131,19 +136,24 @@ def plot_predicted_sweeps(curves: Mapping[tuple[str, str], np.ndarray], batch: n
         ax.grid(alpha=0.3)
     axes[0].set_xscale("log", base=2)
     axes[0].set_ylabel("predicted fraction of peak")
-    axes[0].legend(fontsize=8)
-    axes[1].legend(fontsize=7, loc="lower right")
+    handles, labels = axes[1].get_legend_handles_labels()  # every line, the unaligned ones included
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
     edge = np.asarray(edge)
-    widths = [c for m in models if m not in gpus and (c := _first_cliff(edge, curves[(m, "N")])) is not None]
-    costs = [c for m in models if m in gpus for v in "NK" if (c := _alignment_cost(edge, curves[(m, v)])) is not None]
+    mxus, gpu_models = [m for m in models if m not in gpus], [m for m in models if m in gpus]
+    widths = sorted({w for m in mxus for v in "NK" if (w := _padding_period(edge, curves[(m, v)])) is not None})
+    costs = [c for m in gpu_models for v in "NK" if (c := _alignment_cost(edge, curves[(m, v)])) is not None]
     said = []
-    if widths:
-        said.append(f"MXUs lose work past every multiple of {'/'.join(map(str, widths))} in N and K (padding)")
+    if mxus:
+        said.append(f"MXUs step down past every multiple of {'/'.join(map(str, widths))} in N and K (padding)"
+                    if widths else "MXUs show no padding step in N or K over these sizes")
+    gpu_steps = ["when a wave of tiles spills over in M (waves)"] if any(
+        _drops(curves[(m, "M")]) for m in gpu_models) else []
     if costs:
-        said.append(f"GPUs when a wave of tiles spills over (waves), and ~{np.median(costs):.0f}x when N or K "
-                    "is not a multiple of 8 (alignment)")
-    fig.suptitle("; ".join(said) or "predicted fraction of peak", fontsize=11)
-    fig.tight_layout()
+        gpu_steps.append(f"~{np.median(costs):.0f}x when N or K is not a multiple of 8 (alignment)")
+    if gpu_steps:
+        said.append("GPUs lose speed " + " and ".join(gpu_steps))
+    fig.suptitle(("Predicted: " + ";\n".join(said)) if said else "predicted fraction of peak", fontsize=11)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))  # room for the legend below the panels
     return fig
 
 

@@ -123,6 +123,28 @@ def test_predicted_sweeps_without_gpus_claims_no_alignment_cliff():
     assert [len(ax.lines) for ax in fig.axes] == [2, 2, 2]
 
 
+def test_predicted_sweeps_title_says_so_when_the_curves_show_no_step():
+    curves, batch, edge = _sweep_inputs()
+    for v in "NK":  # roofed MXU curves that only climb (memory-bound over the whole range): no padding step
+        curves[("MXU 64", v)] = curves[("MXU 128", v)] = edge / 400.0
+    curves[("GPU", "M")] = np.array([0.1, 0.5, 0.9, 0.4])  # a wave spill-over: the curve falls once
+    title = plots.plot_predicted_sweeps(curves, batch, edge, gpus={"GPU"}, big=512)._suptitle.get_text()
+    assert "MXUs show no padding step in N or K over these sizes" in title and "multiple of 64" not in title
+    assert "GPUs lose speed when a wave of tiles spills over in M (waves) and ~4x" in title
+
+
+def test_predicted_sweeps_claims_waves_only_when_a_gpu_curve_falls_in_m():
+    curves, batch, edge = _sweep_inputs()  # the GPU's M curve only climbs
+    title = plots.plot_predicted_sweeps(curves, batch, edge, gpus={"GPU"}, big=512)._suptitle.get_text()
+    assert "wave" not in title and "GPUs lose speed ~4x when N or K" in title
+
+
+def test_utilization_over_time_keeps_its_label_off_the_curve():
+    fig = plots.plot_utilization_over_time(_sims(16, 8, 12, 4, 4))
+    label = fig.axes[0].texts[0]
+    assert label.get_position()[1] > 1.0 and label.get_bbox_patch() is None  # above the axes, no box
+
+
 def test_measured_sweeps_normalizes_each_curve_and_states_the_batch_penalty():
     shapes = {"batch": [(1, 8, 8), (2, 8, 8), (4, 8, 8)], "N": [(8, 4, 8), (8, 8, 8)]}
     measured = {("jax", "batch"): np.array([1.0, 4.0, 10.0]), ("jax", "N"): np.array([3.0, 6.0]),
