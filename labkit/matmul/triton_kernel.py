@@ -32,8 +32,14 @@ if _HAVE_TRITON:
     import triton
     import triton.language as tl
 
+    # Maintenance notes, kept out of the kernel body (Lab 01 prints the body for learners):
+    # - K is a tl.constexpr (one compile per K, cached): Triton 3.5's interpreter passes a runtime K
+    #   as a 1-element array that range() rejects under numpy 2.4 ("TypeError: only 0-dimensional
+    #   arrays ..."), the numpy the xla extra pairs it with.
+    # - UPCAST is set only in the interpreter, whose tl.dot mis-multiplies bf16 (triton#11584);
+    #   bf16 products are exact in fp32, so the upcast changes no result.
     @triton.jit
-    def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K: tl.constexpr,  # K constexpr: see the K walk below
+    def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K: tl.constexpr,  # C (M, N) = A (M, K) @ B (K, N)
                        stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                        UPCAST: tl.constexpr):
@@ -43,17 +49,14 @@ if _HAVE_TRITON:
         rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)      # (BLOCK_N,) column indices of C
         rk = tl.arange(0, BLOCK_K)                        # (BLOCK_K,) offsets along K
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # fp32 accumulator, registers
-        # The K walk, one tile per step. K is a compile-time constant (one compile per K, cached):
-        # Triton 3.5's interpreter passes a runtime K as a 1-element array that range() rejects
-        # under numpy 2.4 (TypeError: only 0-dimensional arrays ...), the xla extra's pair.
-        for k0 in range(0, K, BLOCK_K):
+        for k0 in range(0, K, BLOCK_K):  # the K walk, one BLOCK_K-wide tile per step
             kk = k0 + rk
             a = tl.load(a_ptr + rm[:, None] * stride_am + kk[None, :] * stride_ak,
                         mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)  # (BM, BK)
             b = tl.load(b_ptr + kk[:, None] * stride_bk + rn[None, :] * stride_bn,
                         mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)  # (BK, BN)
-            if UPCAST:  # interpreter only: its tl.dot mis-multiplies bf16 (triton#11584)
-                a, b = a.to(tl.float32), b.to(tl.float32)  # exact: bf16 products fit fp32
+            if UPCAST:  # interpreter only (CPU): multiply in fp32, exact for bf16 inputs
+                a, b = a.to(tl.float32), b.to(tl.float32)
             acc = tl.dot(a, b, acc)                       # tensor-core MMAs, fp32 accumulate
         c = acc.to(c_ptr.dtype.element_ty)                # round once, at the end
         tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, c,

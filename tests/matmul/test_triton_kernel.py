@@ -115,3 +115,14 @@ def test_k_is_a_compile_time_constant():
     params = inspect.signature(getattr(kt.matmul_kernel, "fn", kt.matmul_kernel)).parameters
     assert params["K"].annotation in (tl.constexpr, "tl.constexpr")  # fails if K goes back to a runtime arg
     assert params["M"].annotation is inspect.Parameter.empty  # M, N stay runtime: no recompile per shape
+
+
+@needs_triton
+def test_printed_kernel_body_carries_no_maintenance_notes():
+    """Lab 01 prints the kernel's source for learners: version and issue notes belong above it."""
+    import inspect
+
+    body = inspect.getsource(kt.matmul_kernel.fn)
+    assert "tl.dot" in body and "for k0 in range(0, K, BLOCK_K)" in body
+    for note in ("triton#", "numpy 2", "Triton 3."):
+        assert note not in body, f"maintenance note {note!r} in the printed kernel"
