@@ -63,7 +63,15 @@ def check_cycles(fn: Callable[[int, int, int, int, int, str], int]) -> CheckResu
     exact = lambda sr, sc, R, C: (sr / R) * (sc / C)  # noqa: E731  no ceil: fractional folds
     floor = lambda sr, sc, R, C: (sr // R) * (sc // C)  # noqa: E731
     os_map = lambda M, K, N, df: (M, N, K)  # noqa: E731  the OS mapping for every dataflow
-    hints = [
+    scalesim = lambda got, expected, args: got == systolic.scalesim_cycles(*args)  # noqa: E731
+    scalesim_count = lambda got, expected, args: got == systolic.scalesim_cycles(*args) + 1  # noqa: E731
+    hints = [  # SCALE-Sim first: its answers would otherwise read as "you forgot the fill"
+        Hint(scalesim, "that is SCALE-Sim 3.0's figure (OS without an output drain, and the 0-based "
+             "index of the last cycle: count - 1). This check counts in labkit's \"drain\" convention: "
+             "every dataflow pays R cycles per fold (OS draining its sums) and the answer is a count."),
+        Hint(scalesim_count, "that is SCALE-Sim 3.0's OS count, with no output drain. This check uses "
+             "labkit's \"drain\" convention: OS also pays R cycles per fold, draining the accumulators "
+             "out of the array, so every dataflow costs 2R + C + T - 2 per fold."),
         Hint(_variant(exact, _fold_cost), "folds must be whole: a partial fold still occupies the "
              "whole array, so use ceil(Sr / R) * ceil(Sc / C), not Sr / R * Sc / C."),
         Hint(_variant(floor, _fold_cost), "floor drops the partial fold: the leftover rows/columns "

@@ -81,6 +81,21 @@ def test_cycles_names_the_mistake(seeded, fn, hint):
     _wrong(lab01.check_cycles, fn, hint)
 
 
+def _scalesim_count(M, K, N, R, C, df):
+    """SCALE-Sim 3.0's per-fold cost (OS without the drain), written as a count (no - 1)."""
+    return systolic.scalesim_cycles(M, K, N, R, C, df) + 1
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (systolic.scalesim_cycles, "SCALE-Sim 3.0's figure .*labkit's \"drain\" convention"),
+    (_scalesim_count, "SCALE-Sim 3.0's OS count.*labkit's \"drain\" convention"),
+])
+def test_cycles_names_the_scalesim_convention_not_a_forgotten_fill(seeded, fn, hint):
+    with pytest.raises(CheckFailed, match=hint) as err:
+        lab01.check_cycles(fn)
+    assert "forgot the fill" not in str(err.value)
+
+
 def test_cycles_not_done_and_report_mode(seeded, monkeypatch):
     with pytest.raises(NotDoneYet):
         lab01.check_cycles(_not_done)
