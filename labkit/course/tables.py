@@ -3,14 +3,33 @@
 from __future__ import annotations
 
 import html
+import math
 from typing import Any, Sequence
+
+
+def _number(v: float, digits: int) -> str:
+    """A float to `digits` significant figures; from 10,000 up, plain digits with separators (Lab 00)."""
+    if not math.isfinite(v) or v == 0 or abs(v) < 1e4 or abs(v) >= 1e15:
+        return f"{v:.{digits}g}"
+    if v.is_integer():                             # an exact count held in a float: every digit
+        return f"{int(v):,}"                       # 417331072.0 -> 417,331,072
+    rounded = float(f"{v:.{digits}g}")            # a measurement: only its significant figures
+    return f"{round(rounded):,}"                   # 16031.7 -> 16,030 at 4 digits
 
 
 def _cell(v: Any, digits: int) -> str:
     if v is None:
         return "—"
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int):
+        return f"{v:,}" if abs(v) >= 10_000 else str(v)   # 1856516 -> 1,856,516; 1024 stays
     if isinstance(v, float):
-        return f"{v:.{digits}g}"
+        return _number(v, digits)
+    if isinstance(v, dict):  # a recorded dict: its numbers as short as the table's
+        return "{" + ", ".join(f"{k}: {_cell(x, digits)}" for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple)) and len(v) <= 8:
+        return "[" + ", ".join(_cell(x, digits) for x in v) + "]"
     return str(v)
 
 

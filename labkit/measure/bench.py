@@ -10,13 +10,14 @@ not flatter the number. All three frameworks (JAX, torch CUDA, torch-xla) go thr
 
 The timing rule, the one every lab and benchmark reports by (:data:`TIMING_RULE`): a figure --
 a time, a TFLOP/s, an MFU, a tokens/s, a measured peak -- comes from the *median* timed repeat.
-The fastest and slowest repeats appear only as the spread beside it, never as the figure, so the
-same op timed in two labs gives the same number.
+The fastest and slowest repeats and the spread (interquartile range / median) appear beside it,
+never as the figure, so the same op timed in two labs gives the same number.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ T = TypeVar("T")
 MIN_WINDOW_S = 0.02  # calls=None: a timed repeat lasts at least this long (s), so a sync's ~10-100 us is noise
 MAX_CALLS = 100  # ... with at most this many back-to-back calls per repeat
 TIMING_RULE = ("median of the timed repeats, after warm-up, with a device sync and fresh inputs; "
-               "the fastest and slowest repeats are shown only as the spread")
+               "the fastest and slowest repeats and the spread (IQR/median) are shown beside it, never as the figure")
 
 
 @dataclass(frozen=True)
@@ -222,8 +223,15 @@ def confirm(
     return Confirmed(values, n, bool(claim(values)))
 
 
+HEADLESS_ENV = "LABKIT_METRICS_FILE"  # set by `labkit run` for each lab: nobody watches a bar there
+
+
 def progress(items: Iterable[T], desc: str = "", total: int | None = None) -> Iterable[T]:
     """Wrap a long sweep in a progress bar that renders in notebooks and terminals (Lab 00)."""
     from tqdm.auto import tqdm
 
-    return tqdm(items, desc=desc, total=total, leave=False)
+    n = total if total is not None else (len(items) if hasattr(items, "__len__") else None)  # type: ignore[arg-type]
+    # No bar for a sweep of one or two points, nor in a headless run: a saved notebook shows a
+    # finished bar's text as "0%| 0/3" in viewers that do not load widgets.
+    quiet = (n is not None and n <= 2) or bool(os.environ.get(HEADLESS_ENV))
+    return tqdm(items, desc=desc, total=total, leave=False, disable=quiet)

@@ -7,6 +7,8 @@ starts (it cannot change afterwards), detects the runtime, and prints what it fo
 
 from __future__ import annotations
 
+import os
+
 from labkit.runtime import device
 from labkit.runtime.device import Runtime
 
@@ -33,11 +35,9 @@ def setup(cpu_devices: int | None = None, quiet: bool = False) -> Runtime:
         rt = _runtime
         mem = f", {rt.memory_bytes / 2**30:.0f} GiB" if rt.memory_bytes else ""
         sim = f" ({rt.cpu_devices} simulated CPU devices for sharding)" if rt.platform != "cpu" or rt.simulated else ""
-        print(
-            f"{'already set up: ' if again else ''}{rt.platform.upper()} runtime on {rt.host}: "
-            f"{rt.device_count} x {rt.chip}{mem}; bf16 native: {'yes' if rt.bf16 else 'no'}; "
-            f"torch device: {rt.torch_device}{sim if rt.platform != 'cpu' else ''}"
-        )
+        print(f"{'already set up: ' if again else ''}{rt.platform.upper()} runtime on {rt.host}: "
+              f"{devices_line(rt)}{mem}; bf16 native: {'yes' if rt.bf16 else 'no'}; "
+              f"torch device: {rt.torch_device}{sim if rt.platform != 'cpu' else ''}")
         if rt.emulated_on:
             print(f"emulating a {rt.chip} on this {rt.emulated_on} ($LABKIT_EMULATE): its memory "
                   f"({rt.memory_bytes / 1e9:.0f} GB) and bf16 support, not its speed")
@@ -45,6 +45,17 @@ def setup(cpu_devices: int | None = None, quiet: bool = False) -> Runtime:
             print(f"one {rt.platform.upper()} here: Lab 03 (sharding) runs its meshes on the {rt.cpu_devices} "
                   "simulated CPU devices; the other labs use the accelerator.")
     return _runtime
+
+
+def devices_line(rt: Runtime, cores: int | None = None) -> str:
+    """'1 x NVIDIA H100 ...', or on a CPU '8 simulated JAX devices on 2 cores (AMD EPYC)' (Lab 00)."""
+    # On a CPU the device count is the simulated mesh, not the hardware: saying "8 x AMD EPYC" on a
+    # 2-core machine hides why every timing there is noisy.
+    if rt.platform == "cpu" and rt.simulated:
+        n = cores if cores is not None else (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                                             else os.cpu_count() or 1)
+        return f"{rt.device_count} simulated JAX devices on {n} core{'s' if n != 1 else ''} ({rt.chip})"
+    return f"{rt.device_count} x {rt.chip}"
 
 
 def runtime() -> Runtime:

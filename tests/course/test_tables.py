@@ -41,3 +41,12 @@ def test_long_values_are_cut_in_text() -> None:
     widths = {len(line) for line in text.splitlines()}
     assert max(widths) <= len("claims_checked") + 2 + tables.TEXT_CELL_CHARS
     assert "…" in text
+
+
+def test_numbers_read_at_a_glance() -> None:
+    text = to_text([{"int": 1856516, "small int": 1024, "flops": 417331072.0, "ms": 16031.7, "x": 0.49729999899864197,
+                     "by dtype": {"torch.float16": 0.49729999899864197, "n": 262144}, "flag": True}])
+    row = text.splitlines()[2]
+    assert "1,856,516" in row and " 1024 " in row and "417,331,072" in row and "16,030" in row
+    assert "0.4973" in row and "{torch.float16: 0.4973, n: 262,144}" in row and "True" in row
+    assert tables._cell(3.0e20, 4) == "3e+20" and tables._cell(float("nan"), 4) == "nan"

@@ -137,6 +137,15 @@ def test_progress_yields_everything() -> None:
     assert list(bench.progress(range(5), desc="x")) == [0, 1, 2, 3, 4]
 
 
+def test_progress_is_quiet_for_tiny_sweeps_and_headless_runs(monkeypatch) -> None:
+    monkeypatch.delenv(bench.HEADLESS_ENV, raising=False)
+    assert bench.progress([1, 2], desc="x").disable is True        # two points: no bar
+    assert bench.progress(range(5), desc="x").disable is False     # a real sweep, watched
+    monkeypatch.setenv(bench.HEADLESS_ENV, "/tmp/m.json")          # `labkit run` sets this per lab
+    bar = bench.progress(range(5), desc="x")
+    assert bar.disable is True and list(bar) == [0, 1, 2, 3, 4]
+
+
 def test_confirm_keeps_each_points_best_until_the_claim_holds() -> None:
     # Two noisy measurements of (batch 1 rate, batch 8 rate): the claim "8 beats 1" is hidden at first.
     runs = iter([(5.0, 4.0), (3.0, 6.0), (9.0, 9.0)])
