@@ -18,8 +18,12 @@ tested on kernel names recorded on an H100 (tests/measure/fixtures).
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+import tempfile
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 MATMUL, ATTENTION = "matmul", "attention (SDPA)"
 MATMUL_CATEGORIES = (MATMUL, ATTENTION)  # where a GPT step's FLOPs are: MFU counts these and nothing else
@@ -52,6 +56,10 @@ ATTENTION_OP_PREFIXES = ("aten::scaled_dot_product_attention", "aten::_scaled_do
 # op. Attention first: flash and memory-efficient kernels carry "cutlass" in their template names.
 ATTENTION_KERNELS = ("flash", "fmha", "sdpa", "attention")
 GEMM_KERNELS = ("nvjet", "gemm", "xmma", "cutlass", "cublas", "s16816", "s1688")
+# Lines libkineto (the torch profiler's C++ core) writes straight to file descriptor 2 at every profile
+# ("USDT:... SyncActivityProfilerHandler.cpp:52] profiler_start"): noise, not a warning. KINETO_LOG_LEVEL
+# cannot drop them alone -- their level sits above ERROR, so the setting that hides them hides errors too.
+KINETO_NOISE = ("USDT:", "STAGE:")
 
 
 def categorize_op(name: str) -> str:
@@ -171,6 +179,32 @@ def cpu_self_time(events: Iterable[Any], steps: int = 1) -> OpBreakdown:
     return OpBreakdown(_rows(totals, steps), BY_CPU_SELF_TIME)
 
 
+@contextlib.contextmanager
+def drop_stderr_lines(prefixes: tuple[str, ...]) -> Iterator[None]:
+    """Hold back what C code writes to fd 2 meanwhile; pass on every line that starts with none of prefixes (Lab 02)."""
+    try:
+        sys.stderr.flush()  # Python's own buffered stderr goes out first, in order
+    except (AttributeError, ValueError):
+        pass
+    try:
+        saved = os.dup(2)
+    except OSError:  # no fd 2 (a detached process): nothing to filter
+        yield
+        return
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)  # restored even if the body raised
+            os.close(saved)
+            held.seek(0)
+            lines = held.read().splitlines(keepends=True)
+            kept = [ln for ln in lines if not ln.decode(errors="replace").startswith(prefixes)]
+            if kept:
+                os.write(2, b"".join(kept))
+
+
 def torch_op_breakdown(step: Callable[[], Any], steps: int = 3, device: Any = "cpu") -> OpBreakdown:
     """Profile ``steps`` calls of ``step()``; time per op category per step, kernels by launcher on CUDA (Lab 02)."""
     from torch.profiler import ProfilerActivity, profile
@@ -182,7 +216,7 @@ def torch_op_breakdown(step: Callable[[], Any], steps: int = 3, device: Any = "c
     cuda = torch.device(device).type == "cuda"
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     wait = torch_sync(device)
-    with profile(activities=acts) as prof:
+    with drop_stderr_lines(KINETO_NOISE), profile(activities=acts) as prof:
         for _ in range(steps):
             step()
         wait()

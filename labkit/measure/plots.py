@@ -17,20 +17,37 @@ from labkit.measure.breakdown import BY_LAUNCHER, OpBreakdown
 from labkit.measure.mfu import Utilization
 
 
+FRAMEWORK_COLORS = {"jax": "tab:blue", "torch": "tab:orange"}  # one colour per framework in every Lab 02 picture
+NEAR = 0.2  # a reported time within ±20% of the correct one is drawn grey: noise-sized, not a mistake's effect
+
+
 def plot_timing_mistakes(reported: Mapping[tuple[str, str], float], step_s: Mapping[str, float]) -> Figure:
-    """Reported seconds per step for each (framework, way of timing), true step dotted (Lab 02)."""
-    fig, ax = plt.subplots(figsize=(8, 3.6))
+    """Reported seconds per step for each (framework, way of timing), each framework's true step dotted (Lab 02)."""
+    fig, ax = plt.subplots(figsize=(8.5, 3.8))
     labels = [f"{fw}: {how}" for fw, how in reported]
-    colors = ["tab:green" if how.startswith("correct") else "tab:red" for _, how in reported]
-    ax.barh(labels, [s * 1e3 for s in reported.values()], color=colors)  # ms
+    ratio = [s / step_s[fw] for (fw, _), s in reported.items()]  # x the correct step
+    near = [abs(r - 1) <= NEAR for r in ratio]
+    correct = [how.startswith("correct") for _, how in reported]
+    colors = [FRAMEWORK_COLORS.get(fw, "tab:purple") if c or not n else "lightgray"
+              for (fw, _), n, c in zip(reported, near, correct)]
+    bars = ax.barh(labels, [s * 1e3 for s in reported.values()], color=colors, edgecolor="k", linewidth=0.4)  # ms
+    for bar, c in zip(bars, correct):
+        bar.set_hatch("//" if c else "")  # the correct measurement, hatched
+    ax.bar_label(bars, [f"x{r:.2g}" for r in ratio], fontsize=7, padding=2)
     ax.set_xscale("log")
     ax.invert_yaxis()
-    ax.set_xlabel("reported time per step (ms, log scale)")
-    fast = [how for (fw, how), s in reported.items() if s < 0.5 * step_s[fw]]
-    slow = [how for (fw, how), s in reported.items() if s > 1.5 * step_s[fw]]
-    ax.set_title(f"Timing mistakes: {len(fast)} report too fast, {len(slow)} too slow (dotted: the correct step)")
-    for fw in step_s:
-        ax.axvline(step_s[fw] * 1e3, color="k", lw=0.6, ls=":")
+    ax.margins(x=0.15)  # room for the "x correct" labels
+    ax.set_xlabel("reported time per step (ms, log scale); label: x the correct step")
+    wrong = [(r, c) for r, c in zip(ratio, correct) if not c]
+    fast = sum(r < 1 - NEAR for r, _ in wrong)
+    slow = sum(r > 1 + NEAR for r, _ in wrong)
+    ok = len(wrong) - fast - slow
+    ax.set_title(f"Timing mistakes: {fast} report too fast, {slow} too slow, {ok} within ±{NEAR:.0%} (grey)",
+                 fontsize=10)
+    for fw in step_s:  # each framework's correct step, in its colour
+        ax.axvline(step_s[fw] * 1e3, color=FRAMEWORK_COLORS.get(fw, "tab:purple"), lw=1, ls=":",
+                   label=f"{fw}: correct step ({step_s[fw] * 1e3:.3g} ms)")
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig
 
@@ -54,9 +71,11 @@ def plot_mfu_sweeps(batches: Sequence[int], sweep_batch: Mapping[str, Sequence[U
     fig, axs = plt.subplots(2, 2, figsize=(11, 7.5))
     for fw, m in {"jax": "o-", "torch": "s--"}.items():
         for ax, xs, pts in ((axs[0, 0], batches, sweep_batch[fw]), (axs[0, 1], seqs, sweep_seq[fw])):
-            ax.plot(xs, [u.value * 100 for u in pts], m, label=fw)
-            for x, u in zip(xs, pts):  # the step time each MFU came from
-                ax.annotate(_ms(u), (x, u.value * 100), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            ax.plot(xs, [u.value * 100 for u in pts], m, label=fw, color=FRAMEWORK_COLORS[fw])
+            for i, (x, u) in enumerate(zip(xs, pts)):  # the step time each MFU came from
+                last = i == len(xs) - 1  # the last point's label goes left, inside the frame
+                ax.annotate(_ms(u), (x, u.value * 100), textcoords="offset points", xytext=(-4 if last else 4, 4),
+                            ha="right" if last else "left", fontsize=7)
     gain = {fw: s[-1].value / s[0].value for fw, s in sweep_batch.items()}
     seq_gain = {fw: s[-1].value / s[0].value for fw, s in sweep_seq.items()}
     axs[0, 0].set(xscale="log", xlabel="batch size (sequences per step)", ylabel=f"MFU % ({peak_note})",
@@ -131,6 +150,7 @@ def plot_step_time_breakdown(ops: OpBreakdown, phases: Mapping[str, Mapping[str,
     ax2.set_xlabel("time per step (ms)")
     ratio = phases["torch"]["backward"] / phases["torch"]["forward"]
     ax2.set_title(f"backward = {ratio:.1f}x forward (FLOPs: 2x)")
-    ax2.legend(fontsize=8)
+    # Below the axes: inside, the legend covered the top bar.
+    ax2.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     fig.tight_layout()
     return fig

@@ -120,7 +120,7 @@ def test_kernel_records_follow_the_profilers_correlation() -> None:
     assert out.matmul_share == pytest.approx(12.5 / 13.5) and out.by_kernel_name == pytest.approx(1 / 13.5)
 
 
-def test_torch_op_breakdown_on_cpu_charges_self_time() -> None:
+def test_torch_op_breakdown_on_cpu_charges_self_time(capfd: pytest.CaptureFixture[str]) -> None:
     from labkit.gpt import data
     from labkit.gpt.torch_model import TorchGPT
     from labkit.gpt.train import TorchTrainer
@@ -133,3 +133,19 @@ def test_torch_op_breakdown_on_cpu_charges_self_time() -> None:
     assert sum(r["share"] for r in out.rows) == pytest.approx(1.0)
     assert set(bd.MATMUL_CATEGORIES) <= {r["category"] for r in out.rows}
     assert 0 < out.matmul_share < 1 and bd.matmul_rate(1e9, out) > 0
+    assert "profiler_start" not in capfd.readouterr().err  # libkineto's USDT lines are dropped
+
+
+def test_drop_stderr_lines_keeps_every_other_line(capfd: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    with bd.drop_stderr_lines(bd.KINETO_NOISE):
+        os.write(2, b"USDT:2026 SyncActivityProfilerHandler.cpp:52] profiler_start\na real warning\n")
+        os.write(2, b"STAGE: Completed Stage: Warm Up\nand an error\n")
+    os.write(2, b"USDT: after the block, untouched\n")
+    assert capfd.readouterr().err == "a real warning\nand an error\nUSDT: after the block, untouched\n"
+    with pytest.raises(RuntimeError), bd.drop_stderr_lines(bd.KINETO_NOISE):  # restored when the body raises
+        os.write(2, b"kept though it raised\n")
+        raise RuntimeError
+    os.write(2, b"fd 2 is back\n")
+    assert capfd.readouterr().err == "kept though it raised\nfd 2 is back\n"

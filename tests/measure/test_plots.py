@@ -8,6 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from matplotlib.colors import to_rgba  # noqa: E402
 
 from labkit.measure import breakdown, mfu, plots  # noqa: E402
 
@@ -20,11 +21,19 @@ def _close() -> None:
 
 def test_timing_mistakes_counts_too_fast_and_too_slow() -> None:
     reported = {("jax", "correct: median"): 0.010, ("jax", "no block_until_ready"): 0.001,
-                ("jax", "timed the first calls (compile)"): 0.500, ("torch", "correct: median"): 0.020}
+                ("jax", "timed the first calls (compile)"): 0.500, ("torch", "correct: median"): 0.020,
+                ("torch", "no synchronize"): 0.0186}  # 0.93x: within ±20%, so grey and not counted as a mistake
     ax = plots.plot_timing_mistakes(reported, {"jax": 0.010, "torch": 0.020}).axes[0]
-    assert ax.get_title().startswith("Timing mistakes: 1 report too fast, 1 too slow")
-    assert "ms" in ax.get_xlabel() and len(ax.patches) == 4
-    assert [round(p.get_width(), 6) for p in ax.patches] == [10.0, 1.0, 500.0, 20.0]  # ms
+    assert ax.get_title().startswith("Timing mistakes: 1 report too fast, 1 too slow, 1 within ±20%")
+    assert "ms" in ax.get_xlabel() and len(ax.patches) == 5
+    assert [round(p.get_width(), 6) for p in ax.patches] == [10.0, 1.0, 500.0, 20.0, 18.6]  # ms
+    jax_c, torch_c, grey = (to_rgba(c) for c in (plots.FRAMEWORK_COLORS["jax"], plots.FRAMEWORK_COLORS["torch"],
+                                                 "lightgray"))
+    assert [p.get_facecolor() for p in ax.patches] == [jax_c, jax_c, jax_c, torch_c, grey]  # colour per framework
+    lines = [ln for ln in ax.get_lines() if ln.get_linestyle() == ":"]  # each framework's correct step, labelled
+    assert [ln.get_color() for ln in lines] == [plots.FRAMEWORK_COLORS[fw] for fw in ("jax", "torch")]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["jax: correct step (10 ms)",
+                                                                 "torch: correct step (20 ms)"]
 
 
 def _u(value: float, step_ms: float, tokens: int = 4096) -> mfu.Utilization:
@@ -44,6 +53,7 @@ def test_mfu_sweeps_carry_gains_and_step_times() -> None:
     assert "x3.0 or more" in a.get_title() and "MFU %" in a.get_ylabel()
     assert len(a.get_lines()) == 2 and "batch size" in a.get_xlabel() and "tokens" in b.get_xlabel()
     assert [t.get_text() for t in a.texts] == ["4 ms", "10 ms", "4 ms", "8 ms"]  # each point's step time
+    assert [t.get_horizontalalignment() for t in a.texts] == ["left", "right"] * 2  # the last label stays inside
     assert "x1.5 (jax), x2.0 (torch)" in b.get_title()
     assert len(c.patches) == 4  # one bar per (framework, dtype)
     # fp32 has the higher MFU (against its own, 15x lower peak) but bf16 has the faster step: the title says so.
@@ -76,6 +86,7 @@ def test_step_time_breakdown_states_matmul_share_and_backward_ratio() -> None:
     assert [round(p.get_width(), 6) for p in ops_ax.patches] == [6.0, 4.8, 1.2]  # ms, largest first
     assert phase_ax.get_title() == "backward = 2.5x forward (FLOPs: 2x)" and "ms" in phase_ax.get_xlabel()
     assert len(phase_ax.patches) == 3 * 2  # three phases stacked, one bar per framework
+    assert phase_ax.get_legend().get_bbox_to_anchor().y0 < phase_ax.get_window_extent().y0  # below the bars
     widths = [round(p.get_width(), 6) for p in phase_ax.patches]
     assert widths == [2.0, 1.0, 5.0, 3.0, 1.0, 0.0]  # ms; the negative phase is drawn as 0
     cpu = breakdown.OpBreakdown(ops.rows, breakdown.BY_CPU_SELF_TIME)
