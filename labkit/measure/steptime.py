@@ -8,7 +8,9 @@ autotuning, the allocator growing) and the figure ``labkit.measure.bench.TIMING_
 median timed repeat, the fastest and slowest only as its spread.
 
 :func:`same_step` says whether two measurements of one step agree within what their own spread
-allows; Lab 02 uses it to check that a sweep point at the timing cell's shape reproduces the cell.
+allows; Lab 02 uses its tolerance to check that timing the timing cell's shape again reproduces the
+cell's step. (The sweeps do not time that shape again: at it they reuse the cell's measurement, so
+one shape gives one number in every table and plot.)
 """
 
 from __future__ import annotations
