@@ -128,7 +128,7 @@ def plot_predicted_sweeps(curves: Mapping[tuple[str, str], np.ndarray], batch: n
             if m in gpus and v != "M":  # GPU rows must be whole 16-byte vectors: 8 bf16/fp16 elements
                 ok, odd = xs % 8 == 0, xs % 8 == 1
                 line, = ax.plot(xs[ok], y[ok], lw=1.1, label=m, ls="--")
-                ax.plot(xs[odd], y[odd], lw=0.8, ls=":", color=line.get_color(), label=f"{m}, {v} not a multiple of 8")
+                ax.plot(xs[odd], y[odd], lw=0.8, ls=":", color=line.get_color(), label=f"{m}, N or K not a multiple of 8")
             else:
                 ax.plot(xs, y, lw=1.1, label=m, ls="--" if m in gpus else "-")
         ax.set_xlabel(f"{v} (elements)" + ("  — batch / tokens, log scale" if v == "M" else ""))
