@@ -276,7 +276,7 @@ class ServeStats:
     ttft_p95_ms: float
     tpot_p50_ms: float
     tpot_p95_ms: float
-    tokens_per_s: float  # median over repeats
+    tokens_per_s: float  # tokens_per_s() of the p50 TTFT and TPOT: a host stall cannot inflate it
     repeats: int
 
     def row(self) -> dict[str, Any]:
@@ -295,15 +295,17 @@ def benchmark(decoder: Any, batch: int, prompt_len: int, new_tokens: int, repeat
                       np.zeros(batch, dtype=np.int32))
     for _ in range(warmup):  # compile every program (prefill and decode shapes) before timing
         generate(decoder, prompts, new_tokens)
-    ttft, tpot, tps = [], [], []
+    ttft, tpot = [], []
     for _ in range(repeats):
         g = generate(decoder, prompts, new_tokens)
         ttft.append(g.ttft_s)
         tpot.extend(g.step_s)
-        tps.append(batch * new_tokens / (g.ttft_s + sum(g.step_s)))
     ms = lambda xs, q: float(np.percentile(xs, q) * 1e3) if xs else float("nan")  # noqa: E731
+    # Throughput from the typical (p50) step, not from total times: a few ms-long host stalls on a
+    # 0.5 ms step inflate a run's total, and the median of totals then mixes clean and stalled runs.
+    tps = tokens_per_s(batch, new_tokens, ms(ttft, 50) / 1e3, ms(tpot, 50) / 1e3)
     return ServeStats(decoder.name, batch, prompt_len, new_tokens, ms(ttft, 50), ms(ttft, 95),
-                      ms(tpot, 50), ms(tpot, 95), float(np.median(tps)), repeats)
+                      ms(tpot, 50), ms(tpot, 95), tps, repeats)
 
 
 def sweep(decoders: Sequence[Any], batches: Sequence[int], prompt_len: int, new_tokens: int,

@@ -73,12 +73,14 @@ LOAD = [_load("static", 1.0, 100.0, 40.0, 10.0, 1.0), _load("static", 8.0, 300.0
         _load("continuous", 1.0, 110.0, 30.0, 10.0, 1.0), _load("continuous", 8.0, 700.0, 250.0, 15.0, 7.5)]
 
 
-def test_latency_vs_throughput_titles_state_the_ttft_cut_and_the_fastest_point():
+def test_latency_vs_throughput_titles_name_a_policy_only_where_it_wins_at_every_rate():
     fig = plots.plot_latency_vs_throughput(LOAD)
     ax1, ax2 = fig.axes
-    # at the highest rate (8/s): static 2000 ms vs continuous 250 ms -> 8.0x
-    assert ax1.get_title() == "At 8 req/s, continuous batching cuts p99 TTFT 8.0x (2000 -> 250 ms)"
-    assert ax2.get_title() == "Most tokens/s: continuous at 8 req/s (700 tok/s, p99 TPOT 15.0 ms)"
+    # TTFT p99: continuous 30 < 40 and 250 < 2000; TPOT p99: a tie at 1/s (10 = 10), static at 8/s
+    assert ax1.get_title() == ("p99 TTFT: continuous batching lower at all 2 rates "
+                               "(at 8 req/s: static 2e+03, continuous 250 ms)")
+    assert ax2.get_title() == ("p99 TPOT: static batching lower or equal at all 2 rates "
+                               "(at 8 req/s: static 12, continuous 15 ms)")
     assert ax1.get_xlabel() == "throughput (generated tokens / s)" and ax1.get_ylabel() == "TTFT p99 (ms)"
     assert ax2.get_ylabel() == "TPOT p99 (ms)"
     lines = ax1.get_lines()
@@ -88,14 +90,31 @@ def test_latency_vs_throughput_titles_state_the_ttft_cut_and_the_fastest_point()
     assert [t.get_text() for t in ax1.texts] == ["1/s", "8/s", "1/s", "8/s"]
 
 
-def test_goodput_title_states_each_policys_peak_and_the_slo():
+def test_goodput_title_names_the_policy_never_behind_and_the_slo():
     fig = plots.plot_goodput(LOAD)
     (ax,) = fig.axes
-    assert ax.get_title() == ("Peak goodput: static 2.0 req/s, continuous 7.5 req/s\n"
-                              "(SLO: TTFT <= 500 ms, TPOT <= 20 ms)")
+    assert ax.get_title() == ("goodput: continuous batching higher or equal at all 2 rates "
+                              "(at 8 req/s: static 2, continuous 7.5 req/s)\n(SLO: TTFT <= 500 ms, TPOT <= 20 ms)")
+    assert ax.get_ylim() == pytest.approx((0, 1.15 * 7.5))  # the data's range; the ideal diagonal is clipped
     assert ax.get_xlabel() == "offered load (requests / s)"
     assert ax.get_ylabel() == "goodput (requests / s within the SLO)"
     static, cont, ideal = ax.get_lines()
     assert list(cont.get_ydata()) == [1.0, 7.5] and list(ideal.get_ydata()) == [1.0, 8.0]
     with pytest.raises(ValueError, match="no LoadStats"):
         plots.plot_goodput([])
+
+
+def test_no_policy_is_named_when_the_winner_changes_with_the_rate():
+    zigzag = [_load("static", 1.0, 100.0, 40.0, 10.0, 3.0), _load("static", 8.0, 300.0, 20.0, 12.0, 2.0),
+              _load("continuous", 1.0, 110.0, 30.0, 10.0, 1.0), _load("continuous", 8.0, 700.0, 250.0, 15.0, 7.5)]
+    assert plots.consistent_winner(zigzag, lambda s: s.ms("ttft", 99)) == (None, 2, False)
+    assert plots.consistent_winner(zigzag, lambda s: s.goodput, lower_is_better=False) == (None, 2, False)
+    ax = plots.plot_latency_vs_throughput(zigzag).axes[0]
+    assert ax.get_title().startswith("p99 TTFT: no consistent winner across the 2 rates")
+
+
+def test_a_log_axis_under_a_decade_has_plain_tick_labels():
+    narrow = [_load(p, r, 100.0 * r, 300.0 * r, 10.0, 1.0) for p in ("static", "continuous") for r in (1.0, 2.0)]
+    ax = plots.plot_latency_vs_throughput(narrow).axes[0]
+    assert ax.get_ylim()[1] / ax.get_ylim()[0] < 10  # 300..600 ms and the 500 ms SLO
+    assert ax.yaxis.get_major_formatter()(450.0, 0) == "450"  # not 4.5x10^2
