@@ -6,7 +6,11 @@ precision, and a list of ops "that can autocast to float32" -- on CUDA that list
 ``exp``, ``sum`` (PyTorch AMP docs, "Autocast Op Reference"): exponentials, normalisation
 statistics and long sums need fp32's range and precision. The CPU lists differ (losses are
 fp32; softmax and layer_norm return bf16 there, computed in fp32 inside the kernel), so
-:func:`autocast_dtypes` *measures* what this runtime does instead of quoting a list.
+:func:`autocast_dtypes` *measures* what this runtime does instead of quoting a list. What Lab 04
+observes on a CPU (torch 2.13): ``log_softmax`` is not upcast there -- its output equals the bf16
+kernel's without autocast -- and that kernel's error is several bf16 roundings of its result
+where the result is near 0 (a row's largest logit, log p ~ -0.08): the error is one rounding of
+an intermediate near 1, not of the small result; :func:`worst_element` shows that element.
 """
 
 from __future__ import annotations
@@ -61,6 +65,27 @@ def autocast_dtypes(device: str = "cpu", dtype: Any = None, seed: int = 0) -> li
     return rows
 
 
+def worst_element(op: str = "log_softmax", device: str = "cpu", dtype: Any = None, seed: int = 0) -> dict[str, Any]:
+    """(Lab 04) The element where ``op`` under autocast errs most: its value, fp32's, one rounding of fp32's."""
+    import torch
+
+    dtype = torch.bfloat16 if dtype is None else dtype
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(64, 256, generator=g) * 4).to(device)  # the inputs autocast_dtypes uses
+    w = (torch.randn(256, 256, generator=g) / 16).to(device)
+    y = torch.randint(0, 256, (64,), generator=g).to(device)
+    f, h = _ops()[op], x.to(dtype)
+    with torch.autocast(device, dtype=dtype):
+        out = f(h, w, y)
+    plain = f(h, w.to(dtype), y)  # the same op on the low-precision inputs, autocast off
+    ref = f(h.float(), w.to(dtype).float(), y)
+    err = ((out.double() - ref.double()).abs() / ref.double().abs()).nan_to_num(0.0, 0.0, 0.0)
+    i = int(err.flatten().argmax())
+    at = lambda t: float(t.flatten()[i])  # noqa: E731
+    return {"op": op, "autocast": at(out), "fp32": at(ref), "fp32 rounded once": at(ref.to(dtype)),
+            "roundings": _roundings(out, ref, dtype), "same as without autocast": bool(torch.equal(out, plain))}
+
+
 def softmax_in_low_precision(device: str = "cpu", dtype: Any = None, seed: int = 0) -> float:
     """(Lab 04) Max error (in roundings) of a softmax whose exp and running sum are kept in ``dtype``: why fp32."""
     import torch
@@ -102,4 +127,4 @@ def flushed_to_zero(values: Any, dtype: Any) -> float:
 
     v = torch.as_tensor(np.asarray(values, np.float32))
     v = v[v != 0]
-    return float((v.to(dtype) == 0).float().mean())
+    return float((v.to(dtype) == 0).double().mean())  # float64: 4973 / 10000 prints as 0.4973

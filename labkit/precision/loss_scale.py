@@ -223,3 +223,14 @@ def grad_underflow(cfg: GPTConfig, scales: list[float], x: np.ndarray, y: np.nda
         rows.append({"loss scale": float(s), "rel error vs fp32": err,
                      "zeroed (underflow) fraction": lost, "finite": finite})
     return rows
+
+
+def best_scales(sweep: list[dict[str, Any]], tol: float = 0.05) -> list[float]:
+    """(Lab 04) The finite loss scales whose gradient error is within ``tol`` (relative) of the lowest."""
+    ok = [r for r in sweep if r["finite"]]
+    if not ok:
+        return []
+    lowest = min(r["rel error vs fp32"] for r in ok)
+    # A wide flat bottom is the lesson (any scale in it works): name the range, not one scale
+    # that beats its neighbours by noise in the fourth digit.
+    return [r["loss scale"] for r in ok if r["rel error vs fp32"] <= (1 + tol) * lowest]

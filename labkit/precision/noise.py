@@ -96,8 +96,8 @@ class GapJudgement:
     def sentence(self, name: str) -> str:
         """(Lab 04) One line for the lab: the gap in nats and in floors, and the verdict."""
         verdict = "within run-to-run noise" if self.within_noise else "LARGER than run-to-run noise"
-        return (f"{name}: mean |gap| {self.gap:.4f} nats = {self.ratio:.2f}x the fp32 seed-to-seed floor "
-                f"{self.floor:.4f} (signed {self.drift:+.4f}; steps >= {self.start}, {self.window}-step "
+        return (f"{name}: mean |gap| {self.gap:.2g} nats = {self.ratio:.2g}x the fp32 seed-to-seed floor "
+                f"{self.floor:.4f} (signed {self.drift:+.2g}; steps >= {self.start}, {self.window}-step "
                 f"smoothing, ~{self.windows} windows): {verdict} (k = {self.k:g})")
 
 

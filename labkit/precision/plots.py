@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from labkit.precision import formats, noise
+from labkit.precision import formats, loss_scale, noise
 
 # fp32 and TF32 share fp32's range; the rest are the formats Lab 04 compares, in bits order.
 FORMAT_STYLES = {"fp32": "-", "tf32": "--", "bf16": "-", "fp16": "-", "fp8_e4m3": "-", "fp8_e5m2": "-"}
@@ -43,7 +43,8 @@ def plot_number_lines_and_gaps(styles: Mapping[str, str] = FORMAT_STYLES) -> Fig
     bot.set_ylabel("relative gap to the next value")
     bf, fp = formats.format_info("bf16"), formats.format_info("fp16")
     bot.set_title(f"bf16 spans fp32's range with 2^-{bf.mantissa_bits} steps; fp16 is finer but ends at {fp.max:g}")
-    bot.legend(fontsize=7, loc="center right")
+    # in the empty band between tf32's 1e-3 and fp32's 1e-7 lines, clear of every line's right end
+    bot.legend(fontsize=7, loc="center right", bbox_to_anchor=(1.0, 0.3))
     fig.tight_layout()
     return fig
 
@@ -64,7 +65,7 @@ def plot_accumulation_error(acc: Sequence[Mapping[str, Any]]) -> Figure:
     fp32_acc = [worst[m] for m in methods if "fp32" in m]
     if bf16_sum and fp32_acc:
         ax.set_title(f"Accumulate in fp32: a bf16 running sum reaches {worst[bf16_sum]:.0%} error, "
-                     f"fp32 accumulators stay under {max(fp32_acc):.0e}")
+                     f"fp32 accumulators at most {max(fp32_acc):.1e}")
     else:
         ax.set_title("Relative error of a dot product against its length")
     ax.legend(fontsize=7, loc="center", bbox_to_anchor=(0.5, 0.36),
@@ -86,8 +87,9 @@ def plot_loss_scale_window(sweep: Sequence[Mapping[str, Any]]) -> Figure:
     ax.plot([], [], color="r", alpha=0.3, lw=8, label="overflow: inf gradients (step skipped)")
     ax.set_xlabel("log2(loss scale)")
     ax.set_ylabel("relative error / fraction")
-    best = min(ok, key=lambda r: r["rel error vs fp32"]) if ok else None
-    where = f"; best here 2^{math.log2(best['loss scale']):.0f}" if best else ""
+    best = [math.log2(s) for s in loss_scale.best_scales(list(sweep))]
+    span = f"2^{best[0]:.0f}" if len(best) == 1 else f"2^{best[0]:.0f}-2^{best[-1]:.0f}"
+    where = f"; best here {span} (within 5% of the lowest error)" if best else ""
     ax.set_title(f"Loss scaling: too small underflows, too large overflows{where}")
     ax.legend(fontsize=8)
     return fig
@@ -146,7 +148,7 @@ def plot_loss_curves(losses: Mapping[tuple[str, str], Sequence[float]],
     worst_key = max(judgements, key=lambda k: judgements[k].ratio)
     worst = judgements[worst_key]
     verdict = "within noise" if all(j.within_noise for j in judgements.values()) else "NOT within noise"
-    dx.set_title(f"Largest gap: {worst_key[0]} {worst_key[1]} {worst.gap:.3f} nats = {worst.ratio:.1f}x the "
+    dx.set_title(f"Largest gap: {worst_key[0]} {worst_key[1]} {worst.gap:.2g} nats = {worst.ratio:.2g}x the "
                  f"fp32 seed floor ({verdict}, k = {worst.k:g})", fontsize=9)
     dx.legend(fontsize=7)
     fig.tight_layout()
@@ -170,7 +172,8 @@ def plot_speed_and_memory(step_ms: Mapping[tuple[str, str], float], saved_mb: Ma
     a2.bar(labels, [saved_mb[k] for k in keys], color=colors)
     a2.set_ylabel("activations saved for backward (MB)")
     shrink = [saved_mb[(fw, "fp32")] / saved_mb[(fw, low)] for fw in fws if (fw, "fp32") in saved_mb and (fw, low) in saved_mb]
-    a2.set_title(f"{low} keeps {min(shrink):.1f}-{max(shrink):.1f}x fewer activation bytes; weights stay fp32"
+    lo, hi = (f"{min(shrink):.1f}", f"{max(shrink):.1f}") if shrink else ("", "")
+    a2.set_title(f"{low} keeps {lo if lo == hi else f'{lo}-{hi}'}x fewer activation bytes; weights stay fp32"
                  if shrink else "activations saved for backward", fontsize=9)
     for a in (a1, a2):
         a.tick_params(axis="x", labelsize=7)

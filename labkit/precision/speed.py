@@ -9,12 +9,18 @@ both, in both frameworks, with step time, tokens/s and memory.
 The step must be **compute-bound** for precision to show in its time: with small matmuls the GPU
 waits on kernel launches and memory traffic, which fp32 and bf16 share. The memory a step needs is
 estimated before running it (:func:`memory_estimate`) so the full profile can be sized to fit a
-16 GB T4 or TPU v5e.
+16 GB T4 or TPU v5e; the estimate is checked against what the run really allocated.
+
+A CPU shared with other work stalls now and then for milliseconds, so one median can fall on
+either side of another by chance: :func:`speedup_ranges` gives each speed-up's spread across
+steps, and :func:`takeaway` calls a difference inside it noise.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
+
+import numpy as np
 
 from labkit.gpt.config import GPTConfig, n_params
 
@@ -43,8 +49,12 @@ def memory_estimate(cfg: GPTConfig, batch: int, seq: int, act_bytes: int) -> dic
 
     Activations per layer: ``s·b·h·(34 + 5·a·s/h)`` bytes with 2-byte activations (Korthikanti et
     al. 2022, "Reducing Activation Recomputation in Large Transformer Models", no recomputation),
-    scaled by ``act_bytes / 2``. That count includes dropout masks and the attention matrix,
-    which the course GPT (no dropout) and fused attention do not keep: an upper bound.
+    scaled by ``act_bytes / 2``. An estimate, not a bound, and it errs both ways: it counts
+    dropout masks, which the course GPT (no dropout) does not keep, but not what XLA adds in its
+    temporary buffer: intermediates the formula leaves out (the softmax of the logits beside its
+    gradient, low-precision copies of the weights), the gradients and AdamW's update terms made
+    inside the jitted step, and buffers XLA's scheduler keeps live at the same time. For a small
+    model those extras outweigh the activations, so the measured MB (``rows``) can exceed it.
     """
     s, b, h, a, L = seq, batch, cfg.d_model, cfg.n_head, cfg.n_layer
     n = n_params(cfg)
@@ -60,6 +70,21 @@ def speedups(step_ms: Mapping[tuple[str, str], float], low: str = "bf16") -> dic
     return {f"{low}_vs_{base}_{fw}": (step_ms[(fw, base)] / step_ms[(fw, low)]
                                       if (fw, base) in step_ms and (fw, low) in step_ms else None)
             for base in ("fp32", "tf32") for fw in fws}
+
+
+def speedup_ranges(step_times: Mapping[tuple[str, str], Sequence[float]],
+                   low: str = "bf16") -> dict[str, tuple[float, float] | None]:
+    """(Lab 04) Each speed-up's spread: (q25(base) / q75(low), q75(base) / q25(low)) of the step times."""
+    fws = sorted({fw for fw, _ in step_times})
+    q = {k: np.percentile(v, [25, 75]) for k, v in step_times.items() if len(v)}
+    # Interquartile ratios: where this interval holds 1.0, the middle half of the steps of the two
+    # variants overlap, and the order of their medians is not a measurement.
+    out: dict[str, tuple[float, float] | None] = {}
+    for base in ("fp32", "tf32"):
+        for fw in fws:
+            b, lo = q.get((fw, base)), q.get((fw, low))
+            out[f"{low}_vs_{base}_{fw}"] = None if b is None or lo is None else (float(b[0] / lo[1]), float(b[1] / lo[0]))
+    return out
 
 
 def measured_bytes(memory: Mapping[str, int]) -> int | None:
@@ -83,11 +108,22 @@ def rows(runs: Mapping[tuple[str, str], Any], tokens_per_step: int,
     return out
 
 
-def takeaway(sp: Mapping[str, float | None], platform: str, low: str, why_missing: Mapping[str, str]) -> str:
+def _verdict(v: float, spread: tuple[float, float] | None) -> str:
+    if spread is None:
+        return f"{v:.2f}x"
+    lo, hi = spread
+    word = "within noise" if lo <= 1.0 <= hi else ("faster" if lo > 1.0 else "slower")
+    return f"{v:.2f}x (steps' interquartile range {lo:.2f}-{hi:.2f}x: {word})"
+
+
+def takeaway(sp: Mapping[str, float | None], platform: str, low: str, why_missing: Mapping[str, str],
+             spread: Mapping[str, tuple[float, float] | None] | None = None) -> str:
     """(Lab 04) The speed conclusion of this run, from its numbers, with what the runtime explains."""
-    got = ", ".join(f"{k.replace('_vs_', ' vs ').replace('_', ' ')} {v:.2f}x" for k, v in sp.items() if v is not None)
+    spread = spread or {}
+    got = ", ".join(f"{k.replace('_vs_', ' vs ').replace('_', ' ')} {_verdict(v, spread.get(k))}"
+                    for k, v in sp.items() if v is not None)
     missing = "; ".join(f"{k}: {v}" for k, v in why_missing.items())
     if platform == "cpu":
         return (f"CPU: {got}. Not a lesson about accelerators: a CPU has no low-precision matrix unit unless it has "
-                f"AMX / AVX512-BF16 that the kernels use, so bf16 may even be slower. ({missing})")
+                "AMX / AVX512-BF16 that the kernels use, so bf16 may even be slower." + (f" ({missing})" if missing else ""))
     return f"{platform.upper()}: {low} step speed-up {got}." + (f" ({missing})" if missing else "")

@@ -30,3 +30,15 @@ def test_bf16_keeps_tiny_gradients_that_fp16_flushes() -> None:
     assert amp.flushed_to_zero(g, torch.bfloat16) == 0.0  # fp32's exponent range: no scaler needed
     assert 0.3 < amp.flushed_to_zero(g, torch.float16) < 0.7  # below 2^-24 ~ 6e-8 becomes 0
     assert amp.flushed_to_zero([0.0, 1e-30], torch.float16) == 1.0  # zeros are not counted
+    assert amp.flushed_to_zero([1e-30, 1.0, 1.0], torch.float16) == 1 / 3  # counted in float64: an exact fraction
+
+
+def test_worst_element_is_the_element_behind_the_tables_roundings() -> None:
+    rows = {r["op"]: r for r in amp.autocast_dtypes("cpu", torch.bfloat16)}
+    for op in ("log_softmax", "softmax"):
+        w = amp.worst_element(op, "cpu", torch.bfloat16)
+        assert w["roundings"] == rows[op]["max error (roundings)"]
+        assert w["fp32 rounded once"] == float(torch.tensor(w["fp32"]).to(torch.bfloat16))
+        u = 2.0**-8  # bf16 unit roundoff (eps / 2): the worst element's error, in roundings, is the table's
+        assert abs(w["autocast"] - w["fp32"]) / (abs(w["fp32"]) * u) == pytest.approx(w["roundings"], rel=1e-3)
+        assert isinstance(w["same as without autocast"], bool)

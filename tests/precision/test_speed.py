@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from labkit.gpt.config import get_config, n_params
@@ -35,6 +36,19 @@ def test_speedups_and_rows() -> None:
     cpu = speed.takeaway(sp, "cpu", "bf16", {"tf32": "CPUs have no TF32"})
     assert cpu.startswith("CPU: bf16 vs fp32 jax 5.00x") and "CPUs have no TF32" in cpu
     assert speed.takeaway(sp, "gpu", "bf16", {}).endswith("bf16 vs tf32 jax 2.00x.")
+
+
+def test_a_speed_up_inside_the_steps_spread_is_called_noise() -> None:
+    times = {("jax", "fp32"): [3.0, 3.1, 3.2, 3.3, 9.0], ("jax", "bf16"): [2.9, 3.0, 3.3, 3.4, 3.5],
+             ("torch", "fp32"): [4.0, 4.1, 4.2, 4.3, 4.4], ("torch", "bf16"): [8.0, 8.5, 9.0, 9.1, 9.5]}
+    spread = speed.speedup_ranges(times)
+    # jax: q25(fp32) 3.1 / q75(bf16) 3.4, q75(fp32) 3.3 / q25(bf16) 3.0 -> 0.91-1.1x, holds 1.0
+    assert spread["bf16_vs_fp32_jax"] == pytest.approx((3.1 / 3.4, 3.3 / 3.0))
+    assert spread["bf16_vs_tf32_jax"] is None
+    sp = speed.speedups({k: float(np.median(v)) for k, v in times.items()})
+    text = speed.takeaway(sp, "cpu", "bf16", {}, spread)
+    assert "jax 0.97x (steps' interquartile range 0.91-1.10x: within noise)" in text
+    assert "torch 0.47x (steps' interquartile range 0.45-0.51x: slower)" in text and "()" not in text
     mem = {"params_fp32": 4, "grads_fp32": 4, "adam_state_fp32": 8}
     runs = {("jax", "bf16"): SimpleNamespace(step_time_s=0.5, memory={**mem, "xla_temp": 84}),
             ("torch", "bf16"): SimpleNamespace(step_time_s=0.25, memory={**mem, "cuda_peak_allocated": 7e6}),
