@@ -7,6 +7,8 @@
 #                                    newest Python 3.12 found and the newest versions that resolve (no lock)
 #   site                             the course as a static site -> build/site/index.html (labs with a
 #                                    reference run's outputs, the cross-chip page); Sphinx in build/.venv-site
+#   site-check                       screenshots of the built site (index, cross-chip page, Lab 06) with headless
+#                                    Chromium (Debian: apt-get install chromium) -> build/site-shots/*.png
 #   lock                             re-pin scripts/requirements-py311.lock from the current .venv
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -92,6 +94,19 @@ case "$cmd" in
     rm -rf build/site
     build/.venv-site/bin/sphinx-build -q -b html build/site-src build/site
     echo "site: build/site/index.html (reference run: $ref; cross-chip page: build/site/gathered/index.html)" ;;
+  # The documented look at the site: a headless browser renders three pages to PNG for a person to open.
+  site-check)
+    [ -f build/site/index.html ] || die "no build/site: run 'bash scripts/course.sh site' first"
+    browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
+    [ -n "$browser" ] || die "no Chromium found; on Debian/Ubuntu: apt-get install chromium"
+    mkdir -p build/site-shots
+    for page in index gathered/index labs/06_cost_per_token; do
+      shot="build/site-shots/$(echo "$page" | tr / _).png"
+      timeout 120 "$browser" --headless=new --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,2400 \
+        --screenshot="$shot" "file://$PWD/build/site/$page.html" >/dev/null 2>&1 \
+        && [ -s "$shot" ] || die "Chromium could not render build/site/$page.html"
+      echo "site-check: $shot"
+    done ;;
   run)  exec labkit run "$@" ;;
   # Two workers; --dist loadfile keeps each notebook (nbval) and each test file on one worker.
   test) exec python -m pytest tests labs --nbval-lax -p no:cacheprovider -n "${LABKIT_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
@@ -106,5 +121,5 @@ case "$cmd" in
     { sed -n '1,3p' "$LOCK"; python -m pip freeze --exclude-editable | grep -v '^labkit' \
         | sed -E 's/^(torch==[0-9.]+)\+cpu$/\1/'; } > "$LOCK.new" && mv "$LOCK.new" "$LOCK"
     echo "re-pinned $LOCK" ;;
-  *) die "unknown command '$cmd'; use: run [LAB ...] | test [PYTEST ARGS] | test-xla [PYTEST ARGS] | test-latest [PYTEST ARGS] | site | lock" ;;
+  *) die "unknown command '$cmd'; use: run [LAB ...] | test [PYTEST ARGS] | test-xla [PYTEST ARGS] | test-latest [PYTEST ARGS] | site | site-check | lock" ;;
 esac
