@@ -75,12 +75,19 @@ def draw_sharding(ax: Any, shape: Sequence[int], sharding: Any, name: str = "arr
     ax.set_xlim(0, shape[c])
     ax.set_ylim(rows, 0)  # row 0 at the top, like a matrix
     drawn = f"dims ({r}, {c})" if r is not None and len(shape) > 2 else ""
-    ax.set_title(f"{name} {shape}\nP{tuple(spec)} {drawn}".strip(), fontsize=8)
+    mesh = getattr(sharding, "mesh", None)  # a NamedSharding's mesh: the same spec means different tiles on each
+    on = f"\non mesh {mesh_label(mesh)}" if mesh is not None and hasattr(mesh, "shape") else ""
+    ax.set_title(f"{name} {shape}\nP{tuple(spec)} {drawn}".strip() + on, fontsize=8)
     ax.set_xlabel(f"dim {c} (size {shape[c]})", fontsize=7)
     ax.set_ylabel(f"dim {r} (size {rows})" if r is not None else "", fontsize=7)
     ax.set_xticks([0, shape[c]])  # only the extents: tick labels are most of the drawing time
     ax.set_yticks([0, rows] if r is not None else [])  # a 1-D array is one row
     ax.tick_params(labelsize=6)
+
+
+def mesh_label(mesh: Any) -> str:
+    """A mesh's axes and sizes, as panels title it: '(data=2, model=4)' (Lab 03)."""
+    return "(" + ", ".join(f"{k}={v}" for k, v in dict(mesh.shape).items()) + ")"
 
 
 def draw_mesh(ax: Any, mesh: Any) -> None:
@@ -101,7 +108,7 @@ def draw_mesh(ax: Any, mesh: Any) -> None:
     ax.set_xlabel(f"mesh axis '{names[-1]}' (size {sizes[names[-1]]})", fontsize=7)
     if names[0]:
         ax.set_ylabel(f"'{names[0]}' ({sizes[names[0]]})", fontsize=7)
-    ax.set_title(f"mesh {tuple(sizes.values())}", fontsize=8)
+    ax.set_title(f"mesh {mesh_label(mesh)}", fontsize=8)
 
 
 def _enumerate2(a: Any) -> list[tuple[tuple[int, int], Any]]:
@@ -171,7 +178,8 @@ def plot_strategy_costs(rows: Sequence[Mapping[str, Any]], link_gbs: Mapping[str
                         step_ms: Mapping[str, float], platform: str, n_devices: int, chip: str) -> Figure:
     """Memory vs traffic, predicted communication per system, measured step time per strategy (Lab 03)."""
     # rows: one per strategy, the cell's table: "strategy", "ring KiB sent", "compiled MiB/device",
-    #   "model MiB/device", and "<system> µs" for every system in link_gbs (GB/s one device pushes).
+    #   "model MiB/device", and "<system> µs" for every system in link_gbs: the most GB/s one device pushes
+    #   into a collective there (over all its chips; a smaller group, e.g. a line along one axis, may get less).
     # step_ms: measured median ms per step, by strategy and "single" (the unsharded reference).
     strategies = [r["strategy"] for r in rows]
     colors = {n: plt.get_cmap("tab10")(i) for i, n in enumerate(strategies)}
@@ -199,7 +207,7 @@ def plot_strategy_costs(rows: Sequence[Mapping[str, Any]], link_gbs: Mapping[str
     width = 0.38  # one bar per system, side by side around each strategy's tick
     for k, (system, gbs) in enumerate(link_gbs.items()):
         ax2.bar(np.arange(len(rows)) + (k - (len(link_gbs) - 1) / 2) * width, [r[f"{system} µs"] for r in rows],
-                width, label=f"{system} ({gbs:.0f} GB/s per device)")
+                width, label=f"{system} (up to {gbs:.0f} GB/s per device)")
     ax2.set_xticks(range(len(rows)), strategies)
     ax2.set_ylabel("predicted communication per step (µs)")
     slow, fast = min(link_gbs, key=link_gbs.get), max(link_gbs, key=link_gbs.get)

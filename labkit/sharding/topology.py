@@ -76,6 +76,14 @@ def egress_gbs(topo: str | hardware.Topology, n: int, algorithm: str) -> float |
     return None
 
 
+def best_gbs(topo: str | hardware.Topology, n: int) -> float:
+    """The most GB/s one device pushes into a collective over n chips, by any algorithm that applies (Lab 03)."""
+    rates = [g for a in ALGORITHMS if (g := egress_gbs(topo, n, a)) is not None]
+    if not rates:
+        raise ValueError(f"{get(topo).name}: no single algorithm spans {n} chips (price it with collective_time)")
+    return max(rates)
+
+
 def collective_time(kind: str, array_bytes: float, n: int, topo: str | hardware.Topology,
                     algorithm: str = "best") -> float | None:
     """Seconds for one collective about a D-byte array over n chips (bandwidth only) (Lab 03).

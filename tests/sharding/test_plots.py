@@ -73,6 +73,31 @@ def test_strategy_layouts_one_row_per_strategy_and_the_shares_in_the_title():
     assert "size" in fig.axes[0].get_xlabel()  # the axis says which dim and how long it is
 
 
+@dataclass(frozen=True)
+class Mesh:
+    shape: dict[str, int]
+
+
+class MeshRowSharding(RowSharding):
+    """A RowSharding that, like a NamedSharding, knows its mesh."""
+
+    def __init__(self, n: int, ways: int, mesh: Mesh) -> None:
+        super().__init__(n, ways)
+        self.mesh = mesh
+
+
+def test_each_layout_panel_names_its_mesh():
+    # The same array on an (8,) and a (2, 4) mesh: only the title tells the reader which mesh made the stripes.
+    one_d = MeshRowSharding(8, 8, Mesh({"data": 8}))
+    two_d = MeshRowSharding(8, 2, Mesh({"data": 2, "model": 4}))
+    fig, (a, b) = plt.subplots(1, 2)
+    plots.draw_sharding(a, (16, 32), one_d, "batch split")
+    plots.draw_sharding(b, (16, 32), two_d, "2-D")
+    assert a.get_title().endswith("on mesh (data=8)") and b.get_title().endswith("on mesh (data=2, model=4)")
+    plots.draw_sharding(a, (16, 32), RowSharding(8, 8), "plain")  # a sharding without one: no mesh line
+    assert "mesh" not in a.get_title()
+
+
 def _rows() -> list[dict[str, Any]]:
     return [
         {"strategy": "dp", "ring KiB sent": 100.0, "compiled MiB/device": 10.0, "model MiB/device": 11.0,
@@ -99,8 +124,8 @@ def test_strategy_costs_titles_carry_memory_traffic_link_and_timing_takeaways():
     assert ax2.get_ylabel() == "predicted communication per step (µs)"
     assert len(ax2.patches) == 2 * 3  # a bar per system and strategy
     assert [p.get_height() for p in ax2.patches[:3]] == [40.0, 40.0, 60.0]
-    assert [t.get_text() for t in ax2.get_legend().get_texts()] == ["slow ring (100 GB/s per device)",
-                                                                      "fast switch (400 GB/s per device)"]
+    assert [t.get_text() for t in ax2.get_legend().get_texts()] == ["slow ring (up to 100 GB/s per device)",
+                                                                      "fast switch (up to 400 GB/s per device)"]
     assert "simulated CPU devices" in ax3.get_title()
     assert "single fastest (2.0 ms), tp slowest (6.0 ms)" in ax3.get_title()
     assert ax3.get_ylabel() == "measured step time (ms)"

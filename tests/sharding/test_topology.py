@@ -58,6 +58,16 @@ def test_price_rows_and_table_time() -> None:
     assert got == pytest.approx((7 / 8 * 500 + 2 * 3 / 4 * 500) / 450e9)
 
 
+def test_best_gbs_per_group_size() -> None:
+    # Lab 03 prices its compiled collectives with these: on the v5e-8 all 8 chips get a closed snake (2W),
+    # a 4-chip or 2-chip axis a line (W); through the H100 switch every group gets the full egress.
+    assert [T.best_gbs("TPU v5e-8", n) for n in (8, 4, 2)] == [100.0, 50.0, 50.0]
+    assert [T.best_gbs("8x H100 SXM", n) for n in (8, 4, 2)] == [450.0] * 3
+    assert T.best_gbs("TPU v5e-256", 256) == 200.0  # 2 axes x 2 directions x 50
+    with pytest.raises(ValueError, match="no single algorithm spans 16 chips"):
+        T.best_gbs("256x H100 SXM", 16)  # two nodes: only the hierarchical form prices it
+
+
 def test_bad_names_fail_clearly() -> None:
     with pytest.raises(ValueError, match="unknown topology"):
         T.get("TPU v9-8")
