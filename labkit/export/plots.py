@@ -111,9 +111,9 @@ def _verdict(stats: Sequence[LoadStats], metric: str, q: int, unit: str = " ms")
     top = max(s.rate for s in stats)
     at_top = ", ".join(f"{s.policy} {value(s):.3g}" for s in stats if s.rate == top)
     if win is None:
-        return f"{name}: no consistent winner across the {n} rates (at {top:g} req/s: {at_top}{unit})"
+        return f"{name}: no consistent winner across the {n} rates\n(at {top:g} req/s: {at_top}{unit})"
     better = ("higher" if metric == "goodput" else "lower") + (" or equal" if tie else "")
-    return f"{name}: {win} batching {better} at all {n} rates (at {top:g} req/s: {at_top}{unit})"
+    return f"{name}: {win} batching {better} at all {n} rates\n(at {top:g} req/s: {at_top}{unit})"
 
 
 def plot_latency_vs_throughput(stats: Sequence[LoadStats], q: int = 99) -> Figure:

@@ -77,9 +77,9 @@ def test_latency_vs_throughput_titles_name_a_policy_only_where_it_wins_at_every_
     fig = plots.plot_latency_vs_throughput(LOAD)
     ax1, ax2 = fig.axes
     # TTFT p99: continuous 30 < 40 and 250 < 2000; TPOT p99: a tie at 1/s (10 = 10), static at 8/s
-    assert ax1.get_title() == ("p99 TTFT: continuous batching lower at all 2 rates "
+    assert ax1.get_title() == ("p99 TTFT: continuous batching lower at all 2 rates\n"
                                "(at 8 req/s: static 2e+03, continuous 250 ms)")
-    assert ax2.get_title() == ("p99 TPOT: static batching lower or equal at all 2 rates "
+    assert ax2.get_title() == ("p99 TPOT: static batching lower or equal at all 2 rates\n"
                                "(at 8 req/s: static 12, continuous 15 ms)")
     assert ax1.get_xlabel() == "throughput (generated tokens / s)" and ax1.get_ylabel() == "TTFT p99 (ms)"
     assert ax2.get_ylabel() == "TPOT p99 (ms)"
@@ -93,7 +93,7 @@ def test_latency_vs_throughput_titles_name_a_policy_only_where_it_wins_at_every_
 def test_goodput_title_names_the_policy_never_behind_and_the_slo():
     fig = plots.plot_goodput(LOAD)
     (ax,) = fig.axes
-    assert ax.get_title() == ("goodput: continuous batching higher or equal at all 2 rates "
+    assert ax.get_title() == ("goodput: continuous batching higher or equal at all 2 rates\n"
                               "(at 8 req/s: static 2, continuous 7.5 req/s)\n(SLO: TTFT <= 500 ms, TPOT <= 20 ms)")
     assert ax.get_ylim() == pytest.approx((0, 1.15 * 7.5))  # the data's range; the ideal diagonal is clipped
     assert ax.get_xlabel() == "offered load (requests / s)"
