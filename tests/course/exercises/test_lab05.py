@@ -97,3 +97,12 @@ def test_references_are_labkit() -> None:
     cfg = get_config("gpt2-small")
     assert lab05._kv_bytes(cfg.n_layer, cfg.n_head, cfg.head_dim, 8, 1024, 2) == kv_cache_bytes(cfg, 8, 1024, 2)
     assert tokens_per_s(2, 3, 1.0, 0.5) == pytest.approx(3.0)
+
+
+def test_flax_layout_is_the_known_answer_at_every_depth() -> None:
+    from labkit.gpt.config import get_config, param_shapes
+
+    rng = np.random.default_rng(0)
+    for name, shape in param_shapes(get_config("gpt2-small")).items():  # 12 layers; the check's model has 2
+        w = rng.standard_normal(shape).astype(np.float32)
+        assert np.array_equal(lab05.flax_layout(name, w), flax_ref(name, w)), name
