@@ -83,6 +83,7 @@ def plot_mfu_sweeps(batches: Sequence[int], sweep_batch: Mapping[str, Sequence[U
     axs[0, 1].set(xscale="log", xlabel="sequence length (tokens)", ylabel=f"MFU % ({peak_note})",
                   title="Longer sequences: MFU " + ", ".join(f"x{g:.1f} ({fw})" for fw, g in seq_gain.items()))
     for ax, xs in ((axs[0, 0], batches), (axs[0, 1], seqs)):
+        ax.margins(y=0.12)  # room above the top point's label
         ax.minorticks_off()
         ax.set_xticks(xs, [str(v) for v in xs])
     _bars(axs[1, 0], [f"{fw}\n{dt}" for fw, dt in precision], list(precision.values()), ["tab:blue", "tab:orange"] * 2)
