@@ -22,8 +22,9 @@ def _plain_log_ticks(ax: plt.Axes) -> None:
     """Label a log y-axis that spans under a decade with plain numbers (1.5, 2), not 1.5x10^0 (Lab 05)."""
     lo, hi = ax.get_ylim()
     if lo > 0 and hi / lo < 10:
-        for set_formatter in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
-            set_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1, 1.5, 2, 3, 5, 7)))  # a few labels per decade
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
 
 
 def plot_training_loss(losses: Sequence[float], platform: str, vocab_size: int = 256) -> Figure:
