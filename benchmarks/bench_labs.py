@@ -53,6 +53,7 @@ def main() -> None:
                     "device": report["device"], "runtime": report["runtime"]},
         "versions": versions.collect(),
         "date": time.strftime("%Y-%m-%d"),
+        "commit": report.get("commit"),  # the course commit the labs ran at (<sha>+dirty if uncommitted)
         "labs": rows,
     }
     out = Path(__file__).parent / "results" / f"labs_{args.profile}_{socket.gethostname()}.json"
