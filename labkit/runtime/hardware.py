@@ -379,7 +379,8 @@ TOPOLOGIES: dict[str, Topology] = {t.name: t for t in (
     Topology("TPU v5e-256", "TPU v5e", "torus", (16, 16), (True, True), 50.0, sources={
         "shape": _V5E_DOC + ": slice 16x16 = 256 chips (a pod), '2D Torus'", "link": _V5E_LINK,
         "wraparound": _V5E_WRAP}),
-    Topology("TPU v5p-256", "TPU v5p", "torus", (4, 8, 8), (True, True, True), 100.0, sources={
+    Topology("TPU v5p-512", "TPU v5p", "torus", (4, 8, 8), (True, True, True), 100.0, sources={
+        # v5p slice names count TensorCores, 2 per chip: 256 chips is v5p-512 (v5p-8 is 4 chips)
         "shape": "Cloud TPU v5p docs: topology 4x8x8 = 256 chips", "link": _V5P_LINK,
         "wraparound": "Cloud TPU v5p docs: 'All 4x4x4 and larger slices (one cube) have full 3D torus'"}),
     Topology("8x H100 SXM", "NVIDIA H100 SXM", "switch", (8,), (False,), 450.0, sources={

@@ -9,7 +9,7 @@ into the collective, W one way per link (``labkit.runtime.hardware.TOPOLOGIES``)
   way back reuses the reverse links, so a one-way ring still costs S / W.
 - **bidirectional ring**: half the data each way: T = S / 2W on a ring (an axis with wraparound,
   or a snake through a 2-D grid with an even side); on a line both rings share every link: S / W.
-- **2-D torus** (any multi-axis torus, all axes at once): T = S / sum over the axes of 2W
+- **torus** (any multi-axis torus, all axes at once): T = S / sum over the axes of 2W
   (wraparound) or W (line): a v5e-256 16x16 gets 4W, a v5p 4x8x8 6W, a v5e-8 2x4 only 2W.
 - **switch** (NVSwitch): every GPU reaches every other; its egress B limits: T = S / B.
 - **hierarchical** (switch nodes joined by a network, e.g. InfiniBand): inside the node over
@@ -26,7 +26,7 @@ from typing import Any, Iterable
 from labkit.runtime import hardware
 from labkit.sharding.collectives import Collective, bytes_sent
 
-ALGORITHMS = ("ring", "bidirectional ring", "2-D torus", "switch", "hierarchical")
+ALGORITHMS = ("ring", "bidirectional ring", "torus", "switch", "hierarchical")
 
 
 def get(name: str | hardware.Topology) -> hardware.Topology:
@@ -71,7 +71,7 @@ def egress_gbs(topo: str | hardware.Topology, n: int, algorithm: str) -> float |
         # A ring snaking through a grid closes on itself when one side is even: both directions.
         snake = any(topo.shape[a] % 2 == 0 for a in axes)
         return 2 * topo.link_gbs if snake or any(topo.wraparound[a] for a in axes) else topo.link_gbs
-    if algorithm == "2-D torus" and len(axes) >= 2:
+    if algorithm == "torus" and len(axes) >= 2:
         return sum(_axis_gbs(topo, a) for a in axes)
     return None
 

@@ -274,7 +274,7 @@ def test_topologies_agree_with_the_chip_table_and_cite_sources() -> None:
     # (Lab 03) A torus link carries the chip's bidirectional ICI figure / 2 directions / its links.
     tops = hw.TOPOLOGIES
     assert tops["TPU v5e-8"].link_gbs * 2 * 4 == hw.CHIPS["TPU v5e"].link_gbs  # 2-D: 4 links
-    assert tops["TPU v5p-256"].link_gbs * 2 * 6 == hw.CHIPS["TPU v5p"].link_gbs  # 3-D: 6 links
+    assert tops["TPU v5p-512"].link_gbs * 2 * 6 == hw.CHIPS["TPU v5p"].link_gbs  # 3-D: 6 links
     assert tops["8x H100 SXM"].link_gbs * 2 == hw.CHIPS["NVIDIA H100 SXM"].link_gbs  # NVLink, one way
     assert tops["TPU v5e-8"].wraparound == (False, False) and all(tops["TPU v5e-256"].wraparound)
     assert tops["256x H100 SXM"].chips == 256 and tops["256x H100 SXM"].network_gbs == 400 / 8
