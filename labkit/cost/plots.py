@@ -64,9 +64,16 @@ def plot_serving_ratio_pairs(tpu_prices: Mapping[str, float], gpu_prices: Mappin
         ax.plot(list(gpu_prices.values()), pts, "o", color=f"C{i}")
         inside += sum(lo <= r <= hi for r in pts)
     top = ax.get_ylim()[1]
-    for name, u in gpu_prices.items():   # price labels along the top edge, clear of the lines
+    groups: list[list[tuple[str, float]]] = []   # prices within 5% of each other share one label
+    for name, u in sorted(gpu_prices.items(), key=lambda kv: kv[1]):
         ax.axvline(u, color="grey", lw=0.6, ls="--")
-        ax.annotate(name.replace("$", r"\$"), (u, top), rotation=90, fontsize=7, ha="right", va="top")
+        if groups and u <= 1.05 * groups[-1][0][1]:
+            groups[-1].append((name, u))
+        else:
+            groups.append([(name, u)])
+    for group in groups:                          # along the top edge, clear of the lines
+        label = " / ".join(n for n, _ in group).replace("$", r"\$")
+        ax.annotate(label, (group[0][1], top), rotation=90, fontsize=7, ha="right", va="top")
     n = len(tpu_prices) * len(gpu_prices)
     ax.set_xlabel(r"H100 price (\$ per chip-hour); dots: published prices")
     ax.set_ylabel(r"H100 \$/token / TPU \$/token")

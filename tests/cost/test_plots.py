@@ -60,3 +60,10 @@ def test_serving_ratio_pairs_counts_pairs_inside_the_band() -> None:
     assert _shown(ax.get_legend().get_texts()[1].get_text()) == "TPU v5e at $1.00/h (page A)"
     with pytest.raises(ValueError, match="at least one TPU price"):
         plots.plot_serving_ratio_pairs({}, {"X": 1.0}, 1.0, 1.0, "t")
+
+
+def test_serving_ratio_pairs_merges_labels_of_near_prices() -> None:
+    fig = plots.plot_serving_ratio_pairs({"A": 1.0}, {"RunPod $2.69": 2.69, "RunPod $2.79": 2.79, "AWS $12.29": 12.29},
+                                         1000.0, 500.0, "TPU v5e")
+    texts = [_shown(t.get_text()) for t in fig.axes[0].texts]
+    assert texts == ["RunPod $2.69 / RunPod $2.79", "AWS $12.29"]  # 2.79 is within 5% of 2.69: one label

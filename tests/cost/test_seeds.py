@@ -20,7 +20,8 @@ ARTICLE_CLAIMS = {"h100_node_12_15_per_h", "v5p8_slice_8_11_per_h", "v5p_spot_70
                   "mfu_h100_52_tpu_58", "tpu_cheaper_at_19pct_mfu", "tpu_serving_2_4x_cheaper",
                   "h100_3800_tok_s", "v5p_3450_tok_s", "v6e_4x_price_perf", "tpu_60_65pct_less_power",
                   "midjourney_65pct", "anthropic_52pct_tco", "tpu_4_10x_cheaper_training",
-                  "v5p8_3672_tflops_760gb", "b200_3x_h100", "v5e_2_5x_per_dollar_v4"}
+                  "v5p8_3672_tflops_760gb", "b200_3x_h100", "v5e_2_5x_per_dollar_v4",
+                  "tpu_inference_2_5x_cheaper", "trillium_disagg_3_7x"}
 
 
 def test_register_covers_every_article_claim() -> None:
@@ -48,7 +49,11 @@ def test_mfu_gap_whole_points_no_epsilon() -> None:
     tpu = lambda m: Input("TPU MFU", m, "measured", "r")  # noqa: E731
     assert seeds.mfu_gap(Input("g", 0.47, "measured", "r"), tpu(0.63)).verdict == "holds"  # 5 points
     assert seeds.mfu_gap(Input("g", 0.46, "measured", "r"), tpu(0.58)).verdict == "fails"
-    assert seeds.mfu_gap(MFU, None).verdict == "not testable here"
+    # Without a TPU run: a measured H100 outside 52 +- 5 already fails the two-part claim; inside, untestable.
+    assert seeds.mfu_gap(MFU, None).verdict == "fails"
+    assert seeds.mfu_gap(Input("g", 0.50, "measured", "r"), None).verdict == "not testable here"
+    # A modelled H100 MFU cannot fail it (the register turns that into depends).
+    assert seeds.mfu_gap(Input("g", 0.373, "modelled", "assumed"), None).verdict == "depends"
 
 
 def test_low_mfu_flip_point_at_19pct() -> None:
@@ -78,3 +83,15 @@ def test_serving_ratio_over_every_price_pair() -> None:
     assert straddle.verdict == "depends" and "$4.00/h" in straddle.why and "$8.00/h" in straddle.why
     assert straddle.value == pytest.approx(6.0)  # median of the sorted ratios [1x, 6x] -> index 1
     assert seeds.serving_ratio(G, T, [], [_p(H100, 2.0)]).verdict == "not testable here"
+
+
+def test_whitepaper_claim_is_not_borrowed_from_another_test() -> None:
+    reg = seeds.build(h100_mfu=MFU, tpu_mfu=None, gpu_tps=G, tpu_tps=T)
+    e = next(e for e in reg.entries if e.id == "tpu_better_per_dollar_compatible")
+    assert e.verdict == "not testable here" and all(i.kind == "article" for i in e.inputs)
+
+
+def test_hourly_claim_checks_both_figures_against_the_ranges() -> None:
+    e = seeds.hourly_12_vs_10([_p(H100, 2.0), _p(H100, 12.5)], [_p("TPU v5e", 1.0), _p(V5P, 4.0)])
+    assert e.verdict == "depends"  # H100 $2.00-12.50 overlaps TPU $1.00-4.00: which is dearer depends
+    assert "$12 is inside the H100 range" in e.why and "$10 above the TPU range" in e.why

@@ -137,3 +137,11 @@ def test_strategy_costs_names_the_chips_off_the_cpu():
                                     {"dp": 1.0, "tp": 0.5}, platform="tpu", n_devices=8, chip="TPU v5e")
     assert "Measured here (8 x TPU v5e)" in fig.axes[2].get_title()
     assert "tp fastest (0.5 ms)" in fig.axes[2].get_title()
+
+
+def test_link_title_gives_the_range_when_strategies_differ():
+    rows = _rows()
+    rows[2]["slow ring µs"] = 135.0  # tp's small groups run on slower links: 9x, not 4x
+    fig = plots.plot_strategy_costs(rows, {"slow ring": 100.0, "fast switch": 400.0}, {"single": 2.0, "tp": 6.0},
+                                    platform="cpu", n_devices=8, chip="CPU")
+    assert "fast switch communicates\n4.0-9.0x faster than slow ring" in fig.axes[1].get_title()
