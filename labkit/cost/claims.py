@@ -19,7 +19,7 @@ class ClaimResult:
     holds: bool
     under: str                  # the assumptions it was evaluated under
     detail: str                 # the arithmetic
-    value: float | None = None  # the quantity the claim is about (ratio, MFU gap, discount)
+    value: float | None = None  # the quantity the claim is about: the discount per useful hour
 
 
 def check_spot_discount(on_demand: float | Price, spot: float | Price, claimed: float = 0.70,

@@ -2,8 +2,8 @@
 sensitivity, and break-even between two options.
 
 The dated price table lives in `labkit.cost.prices` (PRICES MOVE: see PRICE_WARNING) and is
-re-exported here, so `cost.PRICES` and `cost.price(...)` work; the checks of common GPU-vs-TPU
-claims live in `labkit.cost.claims`.
+re-exported here, so `cost.PRICES` and `cost.price(...)` work; the seed articles' claims are
+tested in `labkit.cost.seeds` (the register of `labkit.cost.register`).
 """
 from __future__ import annotations
 

@@ -77,6 +77,11 @@ class Price:
             raise ValueError("every Price needs a source (a URL, or 'your own quote')")
 
     @property
+    def site(self) -> str:
+        """(Lab 06) Where it was read, short: the URL's host ("deploybase.ai"), or the source as given."""
+        return self.source.split("/")[2] if "://" in self.source else self.source
+
+    @property
     def as_of(self) -> str:
         """(Lab 06) The price's date: the page's own date, else the date it was read."""
         return self.read_date if self.page_date == "undated" else self.page_date

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from labkit.cost.prices import H100, V5P, Price, prices as price_rows
+from labkit.cost.prices import H100, V5E, V5P, Price, prices as price_rows
 from labkit.cost.register import (Entry, Input, Register, decide, discount_at_least, in_range,
                                   over_cases, sourced, untestable)
 from labkit.runtime import hardware
@@ -46,7 +46,7 @@ def node_price(rows: Sequence[Price], lo: float = 12.0, hi: float = 15.0) -> Ent
 
 def slice_price(rows: Sequence[Price], chips: int = 4, lo: float = 8.0, hi: float = 11.0) -> Entry:
     """(Lab 06) Article: a TPU v5p-8 slice (4 chips) rents for $8-11/h; check published prices."""
-    cases = [(f"${chips * p.usd_per_chip_hour:.2f} ({p.source.split('/')[2]})",
+    cases = [(f"${chips * p.usd_per_chip_hour:.2f} ({p.site})",
               in_range(chips * p.usd_per_chip_hour, lo, hi) == "inside") for p in rows]
     v = over_cases(cases) if cases else "not testable here"
     return decide("v5p8_slice_8_11_per_h", "distributed", f"A TPU v5p-8 slice costs ${lo:g}-{hi:g} "
@@ -121,9 +121,9 @@ def serving_ratio(gpu_tps: Input, tpu_tps: Input, tpu_prices: Price | Sequence[P
         return untestable("tpu_serving_2_4x_cheaper", "gpu+tpu", f"TPU serving is {lo:g}-{hi:g}x "
                           "cheaper per token", "a published TPU and a published H100 price")
     # ratio = (GPU $/h / GPU tok/s) / (TPU $/h / TPU tok/s): GPU $ per token over TPU $ per token
-    pairs = [(t, g, g.usd_per_chip_hour / gpu_tps.value / (t.usd_per_chip_hour / tpu_tps.value))
-             for t in tpus for g in gpu_prices]
-    where = [in_range(r, lo, hi) for _, _, r in pairs]
+    ratios = [g.usd_per_chip_hour / gpu_tps.value / (t.usd_per_chip_hour / tpu_tps.value)
+              for t in tpus for g in gpu_prices]
+    where = [in_range(r, lo, hi) for r in ratios]
     # All inside: holds. All on one side: fails (by too little, or TPU cheaper by more than claimed).
     # Inside for some pairs, or below for some and above for others: the answer turns on the prices.
     v = "holds" if set(where) == {"inside"} else ("fails" if len(set(where)) == 1 else "depends")
@@ -132,10 +132,10 @@ def serving_ratio(gpu_tps: Input, tpu_tps: Input, tpu_prices: Price | Sequence[P
                       f"at ${hi * t.usd_per_chip_hour / tpu_tps.value * gpu_tps.value:.2f}/h"
                       for t in sorted({t.usd_per_chip_hour: t for t in tpus}.values(),
                                       key=lambda t: t.usd_per_chip_hour))
-    ratios = sorted(r for _, _, r in pairs)
+    ratios.sort()
     side = {"below": "TPU cheaper by less than claimed (or dearer)",
             "above": "TPU cheaper by more than claimed"}
-    summary = (f"{len(pairs)} price pairs give {ratios[0]:.2f}x-{ratios[-1]:.2f}x: "
+    summary = (f"{len(ratios)} price pairs give {ratios[0]:.2f}x-{ratios[-1]:.2f}x: "
                + ", ".join(f"{where.count(k)} {k}" for k in ("below", "inside", "above") if k in where))
     why = f"{summary}; {flips}" if v != "fails" else f"{summary} ({side[where[0]]}); {flips}"
     return decide("tpu_serving_2_4x_cheaper", "gpu+tpu", f"TPU serving is {lo:g}-{hi:g}x cheaper "
@@ -150,7 +150,8 @@ def hourly_12_vs_10(gpu_prices: Sequence[Price], tpu_prices: Sequence[Price]) ->
     t = sorted(p.usd_per_chip_hour for p in tpu_prices)
     v = "holds" if g[0] > t[-1] else ("fails" if g[-1] < t[0] else "depends")
     # The figures themselves: is each inside the published range of its chip's per-chip prices?
-    where = f"; the claimed $12 is {in_range(12.0, g[0], g[-1])} the H100 range and $10 {in_range(10.0, t[0], t[-1])} the TPU range"
+    where = (f"; the claimed $12 is {in_range(12.0, g[0], g[-1])} the H100 range and $10 "
+             f"{in_range(10.0, t[0], t[-1])} the TPU range")
     return decide("h100_12_vs_tpu_10_per_h", "distributed", "An H100 rents for about $12/h "
                   "against about $10/h for a TPU", "published per-chip prices of each",
                   [sourced(p) for p in (*gpu_prices, *tpu_prices)], v,
@@ -232,7 +233,7 @@ def build(*, h100_mfu: Input, tpu_mfu: Input | None, gpu_tps: Input, tpu_tps: In
     v5p_od = [p for p in v5p if p.pricing == "on_demand"]
     train_p = tpu_train_price or (min(v5p_od, key=lambda p: p.usd_per_chip_hour) if v5p_od else None)
     # Serving is tested on every published v5e on-demand price (they differ five-fold between pages).
-    serve_p = tpu_serve_price or [p for p in tpus if p.chip == "TPU v5e"]
+    serve_p = tpu_serve_price or [p for p in tpus if p.chip == V5E]
     entries = [node_price(h100_all), slice_price(v5p_od), spot_v5p(*(pair[0] if pair else (None, None))),
                mfu_gap(h100_mfu, tpu_mfu),
                low_mfu(h100_mfu, train_p, h100_od) if train_p else untestable(

@@ -29,6 +29,7 @@ MIN_WINDOW_S = 0.02  # calls=None: a timed repeat lasts at least this long (s), 
 MAX_CALLS = 100  # ... with at most this many back-to-back calls per repeat
 TIMING_RULE = ("median of the timed repeats, after warm-up, with a device sync and fresh inputs; "
                "the fastest and slowest repeats and the spread (IQR/median) are shown beside it, never as the figure")
+NOISY_SPREAD = 0.5  # IQR/median above this: the repeats disagree, rerun before quoting the median
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,11 @@ class Timing:
             return (self.max_s - self.min_s) / self.median_s if self.median_s else 0.0
         q1, _, q3 = statistics.quantiles(self.times_s, n=4)
         return (q3 - q1) / self.median_s if self.median_s else 0.0
+
+    @property
+    def noisy(self) -> bool:
+        """Whether the repeats disagree (spread above NOISY_SPREAD): the median is only a rough figure (Lab 00)."""
+        return self.spread > NOISY_SPREAD
 
     def rate(self, work: float) -> float:
         """``work`` per second at the median time, e.g. FLOP/s from FLOPs per call (Lab 00)."""

@@ -44,15 +44,23 @@ def _roundings(out: Any, ref: Any, dtype: Any) -> float:
     return float((err[ok] / (ref.double().abs()[ok] * u)).max())
 
 
+def _probe_inputs(device: str, seed: int) -> tuple[Any, Any, Any]:
+    """x (64, 256) logits-sized, w (256, 256), y (64,) class labels: what every autocast probe runs on."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(64, 256, generator=g).to(device) * 4  # (tokens, features): logits-sized values
+    w = torch.randn(256, 256, generator=g).to(device) / 16
+    y = torch.randint(0, 256, (64,), generator=g).to(device)
+    return x, w, y
+
+
 def autocast_dtypes(device: str = "cpu", dtype: Any = None, seed: int = 0) -> list[dict[str, Any]]:
     """(Lab 04) Per op under autocast: output dtype, and its max error vs fp32 in units of one low-precision rounding."""
     import torch
 
     dtype = torch.bfloat16 if dtype is None else dtype
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(64, 256, generator=g).to(device) * 4  # (tokens, features): logits-sized values
-    w = torch.randn(256, 256, generator=g).to(device) / 16
-    y = torch.randint(0, 256, (64,), generator=g).to(device)
+    x, w, y = _probe_inputs(device, seed)
     rows = []
     for name, f in _ops().items():
         h = x.to(dtype)  # what a previous autocast matmul hands on: a low-precision activation
@@ -70,10 +78,7 @@ def worst_element(op: str = "log_softmax", device: str = "cpu", dtype: Any = Non
     import torch
 
     dtype = torch.bfloat16 if dtype is None else dtype
-    g = torch.Generator().manual_seed(seed)
-    x = (torch.randn(64, 256, generator=g) * 4).to(device)  # the inputs autocast_dtypes uses
-    w = (torch.randn(256, 256, generator=g) / 16).to(device)
-    y = torch.randint(0, 256, (64,), generator=g).to(device)
+    x, w, y = _probe_inputs(device, seed)  # the inputs autocast_dtypes uses
     f, h = _ops()[op], x.to(dtype)
     with torch.autocast(device, dtype=dtype):
         out = f(h, w, y)

@@ -225,7 +225,10 @@ def grad_underflow(cfg: GPTConfig, scales: list[float], x: np.ndarray, y: np.nda
     return rows
 
 
-def best_scales(sweep: list[dict[str, Any]], tol: float = 0.05) -> list[float]:
+BEST_TOL = 0.05  # relative: a scale whose error is within 5% of the lowest is as good (the flat bottom)
+
+
+def best_scales(sweep: list[dict[str, Any]], tol: float = BEST_TOL) -> list[float]:
     """(Lab 04) The finite loss scales whose gradient error is within ``tol`` (relative) of the lowest."""
     ok = [r for r in sweep if r["finite"]]
     if not ok:

@@ -89,7 +89,7 @@ def plot_loss_scale_window(sweep: Sequence[Mapping[str, Any]]) -> Figure:
     ax.set_ylabel("relative error / fraction")
     best = [math.log2(s) for s in loss_scale.best_scales(list(sweep))]
     span = f"2^{best[0]:.0f}" if len(best) == 1 else f"2^{best[0]:.0f}-2^{best[-1]:.0f}"
-    where = f"; best here {span} (within 5% of the lowest error)" if best else ""
+    where = f"; best here {span} (within {loss_scale.BEST_TOL:.0%} of the lowest error)" if best else ""
     ax.set_title(f"Loss scaling: too small underflows, too large overflows{where}")
     ax.legend(fontsize=8)
     return fig

@@ -35,3 +35,9 @@ def test_my_price_and_override() -> None:
     table = cost.with_override(mine)
     assert cost.price("TPU v5e", "GCP", table=table).usd_per_chip_hour <= 0.99
     assert cost.price("NVIDIA H100 SXM", "AWS").usd_per_chip_hour == pytest.approx(80.62 / 8)
+
+
+def test_site_is_the_host_or_the_source() -> None:
+    p = Price("TPU v5e", "GCP", "on_demand", 1.0, "https://deploybase.ai/articles/x", "undated")
+    assert p.site == "deploybase.ai"
+    assert cost.my_price("TPU v5e", 2.0).site == "your own quote"

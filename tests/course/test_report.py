@@ -48,3 +48,10 @@ def test_bad_key_refused() -> None:
 
 def test_read_metrics_missing_file(tmp_path) -> None:
     assert report.read_metrics(tmp_path / "none.json") == {}
+
+
+def test_the_runner_variable_is_the_one_bench_reads_as_headless() -> None:
+    # measure may not import course (layers), so bench names the variable itself: the two must agree.
+    from labkit.measure import bench
+
+    assert bench.HEADLESS_ENV == report.METRICS_ENV

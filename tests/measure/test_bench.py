@@ -210,3 +210,10 @@ def test_one_timing_rule_everywhere() -> None:
                 if ".min_s" in line:
                     assert line.strip().startswith("assert"), f"{nb.name}: {line.strip()!r} reports the fastest repeat"
     assert "median" in bench.TIMING_RULE and "spread" in bench.TIMING_RULE
+
+
+def test_noisy_flags_repeats_that_disagree() -> None:
+    steady = bench.Timing((1.0, 1.01, 0.99, 1.0, 1.02), warmup=0)
+    scattered = bench.Timing((1.0, 3.0, 0.5, 2.5, 1.0), warmup=0)  # IQR/median well above 0.5
+    assert not steady.noisy and scattered.noisy
+    assert scattered.spread > bench.NOISY_SPREAD >= steady.spread
