@@ -15,4 +15,5 @@ Modules:
 - ``emulate``     `LABKIT_EMULATE=t4`: a smaller GPU's memory cap, bf16 and specs on a bigger GPU
 - ``memory``      peak memory of this process per device (JAX, torch, host)
 - ``processes``   process trees: everything a run started, ended together and checked gone
+- ``compile_options`` XLA options that differ by backend (CPU drops optimization barriers early)
 """

@@ -265,6 +265,25 @@ def collectives(compiled: Any, n_devices: int | None = None) -> list[Collective]
     return out
 
 
+def schedule(compiled: Any) -> list[tuple[str, str, str]]:
+    """(instruction, HLO op, JAX op_name) of the entry computation in the order it runs (Lab 03).
+
+    A compiled module is scheduled (``is_scheduled=true``): its text lists the entry
+    computation's instructions in execution order, which is what decides what is alive at once.
+    """
+    text = compiled if isinstance(compiled, str) else compiled.as_text()
+    m = re.search(r"^ENTRY\s+%?([\w.\-]+)", text, re.M)
+    if m is None:
+        raise ValueError("no ENTRY computation in this HLO text: pass compiled.as_text() of a compiled program")
+    instrs, _, _ = _parse_module(text)
+    out = []
+    for d in instrs.values():
+        if d["computation"] == m[1]:
+            meta = re.search(r'op_name="([^"]*)"', d["attrs"])
+            out.append((d["name"], d["op"], meta[1] if meta else ""))
+    return out
+
+
 def summarize(table: Iterable[Collective], detail: bool = False) -> list[dict[str, Any]]:
     """Rows per kind (or kind, shape, origin if detail): count, array bytes D, bytes sent (Lab 03)."""
     rows: dict[tuple, dict[str, Any]] = {}

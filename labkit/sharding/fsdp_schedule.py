@@ -8,8 +8,12 @@ gathered weight alive from its forward use into the backward pass that needs it 
 The re-gather is written with ``jax.custom_vjp`` around each matmul's use of its weight: the forward
 saves only this device's shard (not the gathered weight) for the backward pass, and the backward
 gathers again behind an ``optimization_barrier`` with the incoming cotangent — without that
-barrier XLA is free to hoist the second gather up into the forward pass (it does, on CPU),
-which would be the "kept" schedule again. Same maths, so the gradients are the same.
+barrier XLA is free to hoist the second gather up into the forward pass, which would be the "kept"
+schedule again, with two copies alive. XLA's CPU pipeline deletes barriers *before* it schedules
+(its GPU pipeline after), so both schedules are compiled with
+:func:`labkit.runtime.compile_options.compile_keeping_barriers`, and :func:`gathers_in_backward`
+reads from the compiled schedule where the second gathers actually run. Same maths, so the
+gradients are the same.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from labkit.gpt.config import GPTConfig
+from labkit.runtime import compile_options
 from labkit.sharding import collectives as coll
 from labkit.sharding import layouts as sharding
 from labkit.sharding import memory_model as mm
@@ -84,18 +89,43 @@ def measure(cfg: GPTConfig, batch: int, schedule: str, mesh: Any = None, fast: b
     fn, mesh = grad_step(cfg, schedule, mesh)
     params, (x, y) = st.init_params(cfg, seed), st.demo_batch(cfg, batch, seed)
     lowered = fn.lower(params, x, y)
-    compiled = lowered.compile(st.FAST_COMPILE) if fast else lowered.compile()
+    platform = mesh.devices.flat[0].platform
+    compiled, barriers_kept = compile_options.compile_keeping_barriers(
+        lowered, platform, st.FAST_COMPILE if fast else None)
     table = coll.collectives(compiled)
     loss, grads = compiled(params, x, y)
+    in_backward, from_backward = gathers_in_backward(compiled)
     return {"schedule": schedule, "compiled": compiled, "table": table, "loss": float(loss),
-            "grads": {k: np.asarray(v) for k, v in grads.items()},
+            "grads": {k: np.asarray(v) for k, v in grads.items()}, "barriers kept": barriers_kept,
             "all-gathers": coll.kinds(table).get("all-gather", 0),
+            "backward gathers": from_backward, "backward gathers run in backward": in_backward,
             "all-gather bytes sent": coll.sent_bytes(table, "all-gather"),
             "bytes sent": coll.sent_bytes(table), "peak bytes": mm.compiled_peak(compiled)}
+
+
+def gathers_in_backward(compiled: Any) -> tuple[int, int]:
+    """(weight re-gathers that run after the forward pass's last matmul, all weight re-gathers) (Lab 03).
+
+    A re-gather is an all-gather that the backward pass asked for through :func:`zero3_use`'s
+    ``gather`` (op_name ``transpose(...)/sharding_constraint``; the partitioner's own gathers of
+    LayerNorm gains say ``mul``/``add``); when it runs comes from the compiled schedule. Every
+    forward matmul feeds the loss (nothing is rematerialised here), so the last one marks where
+    the forward pass ends.
+    """
+    seq = coll.schedule(compiled)
+    gather_ops = ("all-gather", "all-gather-start")
+    forward_dots = [i for i, (_, op, name) in enumerate(seq) if "jvp(" in name and "transpose(" not in name
+                    and op not in gather_ops and name.endswith("dot_general")]
+    end = forward_dots[-1] if forward_dots else -1
+    regathers = [i for i, (_, op, name) in enumerate(seq) if op in gather_ops and "transpose(" in name
+                 and name.endswith("sharding_constraint")]
+    return sum(i > end for i in regathers), len(regathers)
 
 
 def row(m: dict[str, Any]) -> dict[str, Any]:
     """Table row of a :func:`measure` result, in KiB / MiB (Lab 03)."""
     return {"schedule": m["schedule"], "all-gathers": m["all-gathers"],
+            "weight re-gathers (run in backward)":
+                f"{m['backward gathers']} ({m['backward gathers run in backward']})",
             "all-gather KiB sent": m["all-gather bytes sent"] / 2**10,
             "KiB sent (all collectives)": m["bytes sent"] / 2**10, "peak MiB": m["peak bytes"] / 2**20}

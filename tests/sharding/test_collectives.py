@@ -258,3 +258,15 @@ def test_permute_and_all_to_all(compiled: dict) -> None:
     assert compiled["permute"] == {"kinds": {"collective-permute": 1}, "bytes": 8 * 4, "pairs": 8}
     assert set(compiled["a2a"]["kinds"]) == {"all-to-all"}
     assert compiled["a2a"]["bytes"] == math.prod((64, 64)) * 4 // 8
+
+
+def test_schedule_is_the_entry_computation_in_text_order() -> None:
+    seq = C.schedule(MIXED)
+    assert [n for n, _, _ in seq] == ["p0", "p1", "p2", "p3", "all-reduce.22", "gte.0", "all-gather.3",
+                                      "ag-start", "ag-done", "cp", "a2a", "r"]
+    assert seq[4] == ("all-reduce.22", "all-reduce", "jit(step)/transpose(jvp())/reduce_sum")
+    assert seq[6][2] == "jit(step)/jvp()/dot_general" and seq[7] == ("ag-start", "all-gather-start", "")
+    # Fused computations are not the entry's: CPU_RS's dynamic-slice lives inside a fusion.
+    assert "dynamic-slice.3" not in [n for n, _, _ in C.schedule(CPU_RS)]
+    with pytest.raises(ValueError, match="no ENTRY computation"):
+        C.schedule("HloModule m\n")

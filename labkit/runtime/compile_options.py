@@ -1,0 +1,52 @@
+"""XLA compile options that differ by backend: keeping ``optimization_barrier`` until scheduling (Lab 03).
+
+``jax.lax.optimization_barrier`` orders work: what goes through it cannot be computed before
+everything else that goes through it exists. XLA deletes the barriers in a pass named
+``cse_barrier_expander`` (``OptimizationBarrierExpander``), and where in the pipeline that pass
+runs decides whether the order survives:
+
+- **CPU**: beside layout assignment, before scheduling (``cpu_compiler.cc``) — the scheduler never
+  sees the barriers and may hoist what they guarded (Lab 03's tests measure it hoisting ZeRO-3's
+  backward all-gathers into the forward pass, on jax 0.10 and 0.12);
+- **GPU**: in ``post-scheduling-passes``, after ``ScheduleGpuModule`` (``gpu_compiler.cc`` in the
+  XLA source read for this module) — the schedule respects the barriers. Not yet measured here on
+  a GPU: Lab 03 reports where the guarded gathers landed on whatever backend runs it.
+
+:func:`keep_barriers` is what makes the CPU schedule like the GPU does: it disables that pass with
+the ``xla_disable_hlo_passes`` debug option (a DebugOptions field, not a stable API). Another
+backend (TPU's compiler is not public) gets no option; callers measure where the guarded work
+landed instead of trusting either. :func:`compile_keeping_barriers` falls back to the default
+compile, and says so, when an XLA no longer accepts the option.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+BARRIER_PASS = "cse_barrier_expander"  # OptimizationBarrierExpander::name() in XLA
+KEEP_BARRIERS_CPU = {"xla_disable_hlo_passes": BARRIER_PASS}
+REFUSED = "No such compile option"  # XLA's INVALID_ARGUMENT text for an unknown compile option
+
+
+def keep_barriers(platform: str) -> dict[str, Any]:
+    """Compile options under which ``platform``'s scheduler sees optimization barriers (Lab 03)."""
+    if not isinstance(platform, str) or not platform:
+        raise ValueError(f"platform must be a JAX platform name such as 'cpu' or 'gpu', got {platform!r}")
+    return dict(KEEP_BARRIERS_CPU) if platform.lower() == "cpu" else {}
+
+
+def compile_keeping_barriers(lowered: Any, platform: str,
+                             base: Mapping[str, Any] | None = None) -> tuple[Any, bool]:
+    """``lowered.compile`` with :func:`keep_barriers` added to ``base``; (compiled, options taken) (Lab 03).
+
+    False means this XLA refused the option and compiled without it: on CPU its barriers were then
+    dropped before scheduling.
+    """
+    extra = keep_barriers(platform)
+    opts = dict(base or {}) | extra
+    try:
+        return lowered.compile(opts) if opts else lowered.compile(), True
+    except Exception as e:  # jax raises its XlaRuntimeError (a RuntimeError subclass) here
+        if not extra or REFUSED not in str(e):
+            raise
+    return (lowered.compile(dict(base)) if base else lowered.compile()), False

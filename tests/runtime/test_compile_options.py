@@ -1,0 +1,61 @@
+"""labkit.runtime.compile_options: keeping optimization barriers until XLA schedules, on the backend
+that drops them early (CPU), and the fallback when an XLA refuses the option."""
+
+from __future__ import annotations
+
+import pytest
+
+from labkit.runtime import compile_options as CO
+
+
+class FakeLowered:
+    """A jax Lowered whose compile() records its options and refuses some, as XLA does."""
+
+    def __init__(self, refuse: str | None = None) -> None:
+        self.calls: list[dict | None] = []
+        self.refuse = refuse
+
+    def compile(self, opts: dict | None = None) -> str:
+        self.calls.append(opts)
+        if self.refuse and opts and any(k == self.refuse for k in opts):
+            # the text jaxlib's XlaRuntimeError carries for an unknown compile option
+            raise RuntimeError(f"INVALID_ARGUMENT: No such compile option: '{self.refuse}'")
+        return "compiled"
+
+
+def test_cpu_keeps_barriers_other_backends_need_nothing() -> None:
+    assert CO.keep_barriers("cpu") == {"xla_disable_hlo_passes": "cse_barrier_expander"}
+    assert CO.keep_barriers("CPU") == CO.keep_barriers("cpu")
+    assert CO.keep_barriers("gpu") == {} and CO.keep_barriers("tpu") == {}
+    for bad in ("", None, 3):
+        with pytest.raises(ValueError, match="platform must be"):
+            CO.keep_barriers(bad)  # type: ignore[arg-type]
+
+
+def test_compile_adds_the_option_to_the_base_options() -> None:
+    lo = FakeLowered()
+    assert CO.compile_keeping_barriers(lo, "cpu", {"xla_backend_optimization_level": 0}) == ("compiled", True)
+    assert lo.calls == [{"xla_backend_optimization_level": 0, "xla_disable_hlo_passes": "cse_barrier_expander"}]
+    gpu = FakeLowered()
+    assert CO.compile_keeping_barriers(gpu, "gpu") == ("compiled", True)
+    assert gpu.calls == [None]  # nothing to add: jax's own default compile
+
+
+def test_refused_option_falls_back_and_says_so() -> None:
+    lo = FakeLowered(refuse="xla_disable_hlo_passes")
+    assert CO.compile_keeping_barriers(lo, "cpu", {"xla_backend_optimization_level": 0}) == ("compiled", False)
+    assert lo.calls[-1] == {"xla_backend_optimization_level": 0}  # the base options survive the fallback
+    bare = FakeLowered(refuse="xla_disable_hlo_passes")
+    assert CO.compile_keeping_barriers(bare, "cpu") == ("compiled", False) and bare.calls[-1] is None
+
+
+def test_other_compile_errors_are_not_swallowed() -> None:
+    class Broken(FakeLowered):
+        def compile(self, opts: dict | None = None) -> str:
+            raise RuntimeError("RESOURCE_EXHAUSTED: out of memory")
+
+    with pytest.raises(RuntimeError, match="RESOURCE_EXHAUSTED"):
+        CO.compile_keeping_barriers(Broken(), "cpu")
+    refused_on_gpu = FakeLowered(refuse="xla_backend_optimization_level")
+    with pytest.raises(RuntimeError, match="No such compile option"):  # not ours to drop: re-raised
+        CO.compile_keeping_barriers(refused_on_gpu, "gpu", {"xla_backend_optimization_level": 0})
