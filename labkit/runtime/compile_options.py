@@ -5,9 +5,10 @@ everything else that goes through it exists. XLA deletes the barriers in a pass 
 ``cse_barrier_expander`` (``OptimizationBarrierExpander``), and where in the pipeline that pass
 runs decides whether the order survives:
 
-- **CPU**: beside layout assignment, before scheduling (``cpu_compiler.cc``) — the scheduler never
-  sees the barriers and may hoist what they guarded (Lab 03's tests measure it hoisting ZeRO-3's
-  backward all-gathers into the forward pass, on jax 0.10 and 0.12);
+- **CPU**, in the XLA of jax 0.10: beside layout assignment, before scheduling
+  (``cpu_compiler.cc``) — the scheduler never sees the barriers and hoists what they guarded
+  (Lab 03's tests measure it hoisting ZeRO-3's backward all-gathers into the forward pass). The
+  XLA of jax 0.12 schedules them in the backward pass with or without the option (measured too);
 - **GPU**: in ``post-scheduling-passes``, after ``ScheduleGpuModule`` (``gpu_compiler.cc`` in the
   XLA source read for this module) — the schedule respects the barriers. Not yet measured here on
   a GPU: Lab 03 reports where the guarded gathers landed on whatever backend runs it.

@@ -106,19 +106,18 @@ def measure(cfg: GPTConfig, batch: int, schedule: str, mesh: Any = None, fast: b
 def gathers_in_backward(compiled: Any) -> tuple[int, int]:
     """(weight re-gathers that run after the forward pass's last matmul, all weight re-gathers) (Lab 03).
 
-    A re-gather is an all-gather that the backward pass asked for through :func:`zero3_use`'s
-    ``gather`` (op_name ``transpose(...)/sharding_constraint``; the partitioner's own gathers of
-    LayerNorm gains say ``mul``/``add``); when it runs comes from the compiled schedule. Every
-    forward matmul feeds the loss (nothing is rematerialised here), so the last one marks where
-    the forward pass ends.
+    A re-gather is an all-gather of a matrix (>= 2-D: a matmul weight; LayerNorm gains are 1-D)
+    that the backward pass asked for (``transpose(`` in its JAX op_name); when it runs comes from
+    the compiled schedule. Every forward matmul feeds the loss (nothing is rematerialised here),
+    so the last one marks where the forward pass ends.
     """
     seq = coll.schedule(compiled)
-    gather_ops = ("all-gather", "all-gather-start")
+    at = {name: i for i, (name, _, _) in enumerate(seq)}
     forward_dots = [i for i, (_, op, name) in enumerate(seq) if "jvp(" in name and "transpose(" not in name
-                    and op not in gather_ops and name.endswith("dot_general")]
+                    and not op.startswith("all-gather") and name.endswith("dot_general")]
     end = forward_dots[-1] if forward_dots else -1
-    regathers = [i for i, (_, op, name) in enumerate(seq) if op in gather_ops and "transpose(" in name
-                 and name.endswith("sharding_constraint")]
+    regathers = [at[c.name] for c in coll.collectives(compiled) if c.kind == "all-gather"
+                 and "transpose(" in c.op_name and len(c.shape) >= 2 and c.name in at]
     return sum(i > end for i in regathers), len(regathers)
 
 

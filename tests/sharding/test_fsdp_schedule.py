@@ -1,8 +1,9 @@
 """labkit.sharding.fsdp_schedule: XLA's FSDP schedule vs ZeRO-3's re-gather, compiled on 8 simulated
 devices (own process). Same gradients; the re-gather schedule gathers every matmul weight a second
 time in the backward pass, measured from the compiled HLO and its schedule, and holds less at its
-peak. Compiled the CPU's default way (barriers deleted before scheduling), the second gathers are
-hoisted into the forward pass and the saving is gone: the behaviour the runtime option undoes."""
+peak. Compiled the CPU's default way, jax 0.10's XLA deletes the barriers before scheduling and
+hoists the second gathers into the forward pass, so the saving is gone: what the runtime option
+undoes."""
 
 from __future__ import annotations
 
@@ -74,12 +75,24 @@ def test_regathers_run_in_backward_and_lower_the_peak(result: dict) -> None:
     assert regather["peak"] < kept["peak"]
 
 
-def test_cpu_default_pipeline_hoists_the_regathers(result: dict) -> None:
-    # The CPU backend deletes optimization barriers before scheduling: the same program, compiled
-    # without the runtime option, runs every re-gather before the forward pass ends.
+# Measured with the CPU's default pipeline: jax 0.10.2's XLA deletes optimization barriers before it
+# schedules and hoists every re-gather into the forward pass; jax 0.12.0.1's schedules them after it.
+DEFAULT_RUN_IN_BACKWARD = {"0.10": 0, "0.12": 2 * 4 + 1}
+
+
+def test_cpu_default_pipeline_and_where_its_regathers_run(result: dict) -> None:
+    import jax
+
     run, total = result["default"]["gathers"]
-    assert total == 2 * 4 + 1 and run == 0
-    assert result["default"]["peak"] > result["regather"]["peak"]  # both copies alive: the saving is gone
+    assert total == 2 * 4 + 1
+    assert run in (0, total)  # all or nothing: the barriers reach the scheduler or they do not
+    minor = ".".join(jax.__version__.split(".")[:2])
+    if minor in DEFAULT_RUN_IN_BACKWARD:
+        assert run == DEFAULT_RUN_IN_BACKWARD[minor], (minor, run)
+    if run == 0:  # hoisted: both copies of every weight alive at once, the saving is gone
+        assert result["default"]["peak"] > result["regather"]["peak"]
+    else:  # the option changes nothing where the barriers already reach the scheduler
+        assert result["default"]["peak"] == pytest.approx(result["regather"]["peak"], rel=0.01)
 
 
 def test_unknown_schedule_refused(result: dict) -> None:
