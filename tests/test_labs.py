@@ -31,6 +31,7 @@ REQUIRED_METRICS = {
     "03_gspmd_sharding": {"strategies", "collective_bytes_dp", "collective_bytes_fsdp", "collective_bytes_tp",
                           "max_abs_diff_vs_unsharded", "multiprocess_max_abs_diff", "fsdp_peak_mib_kept",
                           "fsdp_peak_mib_regather", "fsdp_bytes_kept", "fsdp_bytes_regather",
+                          *(f"comm_{m}_{k}" for m in ("alpha_us", "gbs") for k in ("all_gather", "all_reduce")),
                           *(f"comm_compute_ratio_{s}_{y}" for s in ("dp", "fsdp", "tp", "dp_tp") for y in ("v5e8", "h100x8"))},
     "04_mixed_precision": {"format_table", "final_loss_fp32", "final_loss_bf16", "final_loss_fp16_scaled",
                            "step_time_per_precision", "loss_gap_bf16_vs_fp32", "loss_noise_floor_fp32",

@@ -6,6 +6,7 @@ Modules:
 - ``collectives``   the collectives in the compiled HLO, and bytes sent (one definition)
 - ``topology``      one collective's time on a real topology: ring, bidirectional ring, torus, switch
 - ``comm_roofline`` a step's communication against its compute, per strategy and system
+- ``comm_bench``    collectives timed on this runtime's devices, fitted to latency + bytes / bandwidth
 - ``fsdp_schedule`` FSDP as XLA compiles it (gather once, keep) vs ZeRO-3 (re-gather in backward)
 - ``memory_model``  bytes per device per strategy: a model against the compiler
 - ``train_step``    the course GPT's training step, sharded by a preset

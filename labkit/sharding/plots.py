@@ -227,3 +227,33 @@ def plot_strategy_costs(rows: Sequence[Mapping[str, Any]], link_gbs: Mapping[str
                   f"{slowest} slowest ({step_ms[slowest]:.1f} ms)", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def plot_collective_fit(points: Mapping[str, Sequence[Any]], fits: Mapping[str, Any],
+                        predicted: Mapping[str, Sequence[float]] | None = None, where: str = "") -> Figure:
+    """Measured collective time vs bytes sent, the fitted alpha + S / B, and a topology's prediction (Lab 03)."""
+    # points: {kind: [comm_bench.Point]}; fits: {kind: comm_bench.Fit}; predicted: {kind: seconds per point}
+    fig, ax = plt.subplots(figsize=(7.5, 4.4))
+    for i, (kind, pts) in enumerate(points.items()):
+        color = plt.get_cmap("tab10")(i)
+        s = np.array([p.sent_bytes for p in pts])
+        t = np.array([p.seconds for p in pts])
+        f = fits[kind]
+        ax.loglog(s, t * 1e6, "o", color=color, label=f"{kind}: measured (median)")
+        grid = np.geomspace(s.min(), s.max(), 50)
+        bw = f"B = {f.gbs:.3g} GB/s" if f.gbs else "B not resolved"
+        ax.loglog(grid, [max(f.seconds(g), 1e-9) * 1e6 for g in grid], "-", color=color,
+                  label=f"{kind}: fit, alpha = {f.alpha_s * 1e6:.3g} µs, {bw}")
+        if predicted and kind in predicted:
+            ax.loglog(s, np.array(predicted[kind]) * 1e6, "--", color=color, label=f"{kind}: topology (bandwidth only)")
+    ax.set_xlabel("bytes each device sends (S)")
+    ax.set_ylabel("time per collective (µs)")
+    slow = max(points, key=lambda k: points[k][-1].seconds / points[k][0].seconds)
+    grow = points[slow][-1].seconds / points[slow][0].seconds
+    span = points[slow][-1].sent_bytes / points[slow][0].sent_bytes
+    why = ("a fixed cost per call hides the bytes of the small ones" if grow < span / 2
+           else "time grows with the bytes: bandwidth-bound throughout")
+    ax.set_title(f"{where}: {span:.0f}x the bytes took {grow:.0f}x the time ({slow})\n{why}", fontsize=10)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,158 @@
+"""Collectives timed on this runtime's devices and fitted to latency + bytes / bandwidth (Lab 03).
+
+Section 3a prices a collective by bandwidth alone. A real one also pays a fixed cost per call
+(launch, synchronisation, per-hop latency): with S the bytes each device sends
+(:func:`labkit.sharding.collectives.bytes_sent`), t = alpha + S / B. :func:`measure` times an
+all-gather or an all-reduce of growing arrays over every device of a 1-D mesh (median repeat,
+``labkit.measure.bench.TIMING_RULE``), :func:`fit` finds alpha and B by least squares, and
+:func:`compare` puts each measured time beside the named topology's bandwidth-only prediction.
+
+On simulated CPU devices there is no interconnect: a "collective" is memory copies between threads
+of one process on this host's cores, so alpha is the host's dispatch and rendezvous cost and B its
+memory bandwidth shared by every simulated device. On 8 real chips (a TPU v5e-8, an 8-GPU node)
+the same calls measure the real links.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from labkit.measure import bench
+from labkit.sharding import collectives as coll
+from labkit.sharding import topology
+
+KINDS = ("all-gather", "all-reduce")
+ITEMSIZE = 4  # bytes: the arrays are float32
+
+
+@dataclass(frozen=True)
+class Point:
+    """One collective, timed (Lab 03)."""
+
+    kind: str  # "all-gather" | "all-reduce"
+    n: int  # devices taking part
+    array_bytes: int  # D: the full array (the all-gather's result, the all-reduce's operand on each device)
+    sent_bytes: float  # bytes each device sends for it (collectives.bytes_sent)
+    seconds: float  # median repeat
+    spread: float  # IQR / median of the repeats
+
+
+@dataclass(frozen=True)
+class Fit:
+    """t = alpha + S / B fitted to measured points (Lab 03)."""
+
+    kind: str
+    alpha_s: float  # fixed cost per call, seconds (may come out <= 0 when it is below the noise)
+    gbs: float | None  # B, GB/s each device pushes; None when time did not grow with bytes
+    points: int
+
+    def seconds(self, sent_bytes: float) -> float:
+        """Fitted time for a collective in which each device sends ``sent_bytes`` (Lab 03)."""
+        return self.alpha_s + (sent_bytes / (self.gbs * 1e9) if self.gbs else 0.0)
+
+    def latency_bound_below(self) -> float | None:
+        """Bytes sent per device under which the fixed cost is more than half the time (Lab 03)."""
+        return self.alpha_s * self.gbs * 1e9 if self.gbs and self.alpha_s > 0 else None
+
+
+def _check(kind: str, sizes: Sequence[int], n: int) -> list[int]:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    out = []
+    for s in sizes:
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s <= 0 or s % (n * ITEMSIZE):
+            raise ValueError(f"array size {s!r} bytes: each must be a positive int divisible by "
+                             f"{n * ITEMSIZE} ({n} devices x {ITEMSIZE}-byte floats)")
+        out.append(int(s))
+    if len(out) < 2:
+        raise ValueError(f"need at least 2 array sizes to fit latency and bandwidth, got {list(sizes)}")
+    return out
+
+
+def collective(kind: str, mesh: Any) -> Any:
+    """Jitted one-collective program over the mesh's first axis (Lab 03).
+
+    all-gather: (D,) split n ways -> (D,) whole on every device. all-reduce: (n, D/4) with one row
+    per device -> the sum of the rows on every device (rows differ, so nothing can be folded away).
+    """
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    axis = mesh.axis_names[0]
+    if kind == "all-gather":
+        body = lambda x: jax.lax.all_gather(x, axis, tiled=True)  # noqa: E731  (D/n,) -> (D,)
+    else:
+        body = lambda x: jax.lax.psum(x, axis)  # noqa: E731  (1, D/4) per device, summed over devices
+    # check_vma=False: the result is the same on every device, which jax cannot infer for all_gather
+    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P(axis), out_specs=P(), check_vma=False))
+
+
+def _input(kind: str, array_bytes: int, n: int) -> np.ndarray:
+    elems = array_bytes // ITEMSIZE
+    rng = np.random.default_rng(array_bytes)
+    shape = (elems,) if kind == "all-gather" else (n, elems)
+    return rng.standard_normal(shape, dtype=np.float32)
+
+
+def measure(kind: str, mesh: Any, sizes: Sequence[int], repeats: int = 5) -> list[Point]:
+    """Time ``kind`` on every device of ``mesh`` for each array size D in bytes (Lab 03).
+
+    Each compiled program is checked to hold the collective asked for, so the compiler cannot
+    have folded it away. One call per repeat, synchronised (several queued collectives on
+    simulated CPU devices can stall XLA's rendezvous).
+    """
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    n = int(mesh.devices.size)
+    sizes = _check(kind, sizes, n)
+    fn = collective(kind, mesh)
+    out = []
+    for size in sizes:
+        x = jax.device_put(_input(kind, size, n), NamedSharding(mesh, P(mesh.axis_names[0])))
+        found = coll.kinds(coll.collectives(fn.lower(x).compile()))
+        if kind not in found:
+            raise RuntimeError(f"the compiled {kind} program holds {found or 'no collective'}, not a {kind}")
+        t = bench.time_jax(fn, lambda i: (x,), warmup=2, repeats=repeats, calls=1, label=f"{kind} {size} B")
+        out.append(Point(kind, n, size, coll.bytes_sent(kind, size, n), t.median_s, t.spread))
+    return out
+
+
+def fit(points: Sequence[Point]) -> Fit:
+    """Least-squares alpha and B of t = alpha + S / B over points of one kind (Lab 03).
+
+    Residuals are relative (weights 1/t): the sizes span orders of magnitude, and an unweighted fit
+    would let the largest decide alpha, which only the smallest can show.
+    """
+    kinds = {p.kind for p in points}
+    if len(kinds) != 1 or len({p.sent_bytes for p in points}) < 2:
+        raise ValueError(f"fit needs points of one kind at 2+ sizes, got kinds {sorted(kinds)} and "
+                         f"{len({p.sent_bytes for p in points})} distinct sizes")
+    s = np.array([p.sent_bytes for p in points], dtype=np.float64)
+    t = np.array([p.seconds for p in points], dtype=np.float64)
+    slope, alpha = np.polyfit(s, t, 1, w=1 / t)  # seconds per byte, seconds
+    return Fit(kinds.pop(), float(alpha), float(1 / slope / 1e9) if slope > 0 else None, len(points))
+
+
+def for_runtime(chip: str, n: int) -> str | None:
+    """The named topology of ``n`` chips of this runtime's ``chip``, if the table has one (Lab 03)."""
+    for name, topo in topology.hardware.TOPOLOGIES.items():
+        if topo.chip == chip and topo.chips == n:
+            return name
+    return None
+
+
+def compare(points: Sequence[Point], topo: str) -> list[dict[str, Any]]:
+    """Table rows: each measured collective beside the topology's bandwidth-only prediction (Lab 03)."""
+    rows = []
+    for p in points:
+        pred = topology.collective_time(p.kind, p.array_bytes, p.n, topo)
+        rows.append({"kind": p.kind, "array KiB": p.array_bytes / 2**10, "KiB sent": p.sent_bytes / 2**10,
+                     "measured µs": p.seconds * 1e6, "predicted µs": pred * 1e6 if pred else None,
+                     "measured / predicted": p.seconds / pred if pred else None})
+    return rows

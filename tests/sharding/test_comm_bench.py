@@ -1,0 +1,139 @@
+"""labkit.sharding.comm_bench: the latency-bandwidth fit against closed forms, the lookup of this
+runtime's topology, bad input, and the two collectives timed on 8 simulated devices (own process):
+right values, right collective in the HLO, right bytes."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from labkit.sharding import collectives as coll  # noqa: E402
+from labkit.sharding import comm_bench as cb  # noqa: E402
+from labkit.sharding import plots, topology  # noqa: E402
+from tests.conftest import run_python  # noqa: E402
+
+
+def points(kind: str, alpha: float, gbs: float, sizes=(2**15, 2**17, 2**19, 2**21), n: int = 8) -> list:
+    """Exact points of t = alpha + S / B (S from the ring closed form)."""
+    out = []
+    for d in sizes:
+        s = coll.bytes_sent(kind, d, n)
+        out.append(cb.Point(kind, n, d, s, alpha + s / (gbs * 1e9), 0.0))
+    return out
+
+
+@pytest.mark.parametrize("kind", cb.KINDS)
+def test_fit_recovers_alpha_and_bandwidth(kind: str) -> None:
+    f = cb.fit(points(kind, 20e-6, 90.0))
+    assert f.kind == kind and f.points == 4
+    assert f.alpha_s == pytest.approx(20e-6, rel=1e-6) and f.gbs == pytest.approx(90.0, rel=1e-6)
+    assert f.seconds(1e9) == pytest.approx(20e-6 + 1e9 / 90e9)
+    # alpha = S / B at S = alpha * B: 20 µs x 90 GB/s = 1.8 MB
+    assert f.latency_bound_below() == pytest.approx(1.8e6)
+
+
+def test_fit_when_time_does_not_grow() -> None:
+    flat = [cb.Point("all-gather", 8, d, coll.bytes_sent("all-gather", d, 8), 1e-3 - d * 1e-12, 0.0)
+            for d in (2**15, 2**20)]
+    f = cb.fit(flat)
+    assert f.gbs is None and f.latency_bound_below() is None and f.seconds(1e6) == f.alpha_s
+
+
+def test_fit_refuses_mixed_kinds_and_one_size() -> None:
+    with pytest.raises(ValueError, match="one kind"):
+        cb.fit(points("all-gather", 1e-5, 10) + points("all-reduce", 1e-5, 10))
+    with pytest.raises(ValueError, match="2\\+ sizes"):
+        cb.fit(points("all-reduce", 1e-5, 10, sizes=(2**15, 2**15)))
+
+
+@pytest.mark.parametrize("kind, sizes, match", [
+    ("broadcast", [2**15, 2**16], "kind must be one of"),
+    ("all-gather", [2**15], "at least 2 array sizes"),
+    ("all-gather", [2**15, 100], "divisible by 32"),
+    ("all-reduce", [2**15, -64], "positive int"),
+    ("all-reduce", [2**15, 64.0], "positive int"),
+    ("all-reduce", [2**15, True], "positive int"),
+])
+def test_bad_sizes_and_kinds(kind: str, sizes: list, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        cb._check(kind, sizes, 8)
+
+
+def test_topology_of_this_runtime() -> None:
+    assert cb.for_runtime("TPU v5e", 8) == "TPU v5e-8"
+    assert cb.for_runtime("NVIDIA H100 SXM", 8) == "8x H100 SXM"
+    assert cb.for_runtime("NVIDIA H100 SXM", 256) == "256x H100 SXM"
+    assert cb.for_runtime("TPU v5e", 4) is None and cb.for_runtime("AMD EPYC", 8) is None
+
+
+def test_compare_against_the_closed_form() -> None:
+    pts = points("all-reduce", 30e-6, 40.0)
+    rows = cb.compare(pts, "TPU v5e-8")
+    # v5e-8: a ring snaking through the 2x4 grid, both directions: 100 GB/s per device
+    for p, r in zip(pts, rows):
+        pred = 2 * 7 / 8 * p.array_bytes / 100e9
+        assert r["predicted µs"] == pytest.approx(pred * 1e6)
+        assert r["measured / predicted"] == pytest.approx(p.seconds / pred)
+        assert r["predicted µs"] == pytest.approx(topology.collective_time("all-reduce", p.array_bytes, 8, "TPU v5e-8") * 1e6)
+
+
+def test_plot_title_from_the_numbers() -> None:
+    pts = {"all-gather": points("all-gather", 300e-6, 1.0), "all-reduce": points("all-reduce", 300e-6, 1.0)}
+    fig = plots.plot_collective_fit(pts, {k: cb.fit(p) for k, p in pts.items()}, where="8 simulated CPU devices")
+    title = fig.axes[0].get_title()
+    grow = pts["all-reduce"][-1].seconds / pts["all-reduce"][0].seconds
+    assert f"64x the bytes took {grow:.0f}x the time" in title and "fixed cost" in title
+    bw = {"all-gather": points("all-gather", 1e-9, 1.0), "all-reduce": points("all-reduce", 1e-9, 1.0)}
+    fig = plots.plot_collective_fit(bw, {k: cb.fit(p) for k, p in bw.items()},
+                                    {k: [p.seconds for p in v] for k, v in bw.items()}, where="x")
+    assert "bandwidth-bound throughout" in fig.axes[0].get_title()
+    assert len(fig.axes[0].lines) == 6  # measured, fit and prediction per kind
+    plt.close("all")
+
+
+SCRIPT = r"""
+import json
+import labkit
+labkit.setup(cpu_devices=8, quiet=True)
+import jax, numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+from labkit.sharding import collectives as coll, comm_bench as cb, layouts as sharding
+mesh = sharding.make_mesh((8,), ("data",), "auto", sharding.mesh_devices(8))
+out = {}
+for kind in cb.KINDS:
+    x = cb._input(kind, 2**12, 8)
+    y = np.asarray(cb.collective(kind, mesh)(jax.device_put(x, NamedSharding(mesh, P("data")))))
+    want = x if kind == "all-gather" else x.sum(0, keepdims=True)
+    pts = cb.measure(kind, mesh, [2**12, 2**14], repeats=2)
+    out[kind] = {"err": float(np.max(np.abs(y - want))), "shape": list(y.shape),
+                 "sent": [p.sent_bytes for p in pts], "n": [p.n for p in pts], "t": [p.seconds for p in pts],
+                 "hlo": coll.kinds(coll.collectives(cb.collective(kind, mesh).lower(
+                     jax.device_put(x, NamedSharding(mesh, P("data")))).compile()))}
+print("RESULT" + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def measured() -> dict:
+    proc = run_python(SCRIPT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads([l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1][len("RESULT"):])
+
+
+def test_collectives_compute_what_they_say(measured: dict) -> None:
+    assert measured["all-gather"]["err"] == 0 and measured["all-gather"]["shape"] == [1024]
+    assert measured["all-reduce"]["err"] < 1e-5 and measured["all-reduce"]["shape"] == [1, 1024]
+    assert measured["all-gather"]["hlo"] == {"all-gather": 1} and measured["all-reduce"]["hlo"] == {"all-reduce": 1}
+
+
+def test_measured_points_carry_the_ring_bytes(measured: dict) -> None:
+    assert measured["all-gather"]["sent"] == [7 / 8 * 2**12, 7 / 8 * 2**14]
+    assert measured["all-reduce"]["sent"] == [2 * 7 / 8 * 2**12, 2 * 7 / 8 * 2**14]
+    assert all(n == 8 for k in cb.KINDS for n in measured[k]["n"])
+    assert all(t > 0 for k in cb.KINDS for t in measured[k]["t"])
