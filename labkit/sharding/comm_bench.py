@@ -1,7 +1,9 @@
 """Collectives timed on this runtime's devices and fitted to latency + bytes / bandwidth (Lab 03).
 
 Section 3a prices a collective by bandwidth alone. A real one also pays a fixed cost per call
-(launch, synchronisation, per-hop latency): with S the bytes each device sends
+(launch, synchronisation, and the algorithm's hops, each with its own latency: a ring all-reduce
+has 2(n-1) of them, so this per-call alpha is not Hockney's per-message alpha): with S the bytes
+each device sends
 (:func:`labkit.sharding.collectives.bytes_sent`), t = alpha + S / B. :func:`measure` times an
 all-gather or an all-reduce of growing arrays over every device of a 1-D mesh (median repeat,
 ``labkit.measure.bench.TIMING_RULE``), :func:`fit` finds alpha and B by least squares, and
@@ -46,8 +48,9 @@ class Fit:
 
     kind: str
     alpha_s: float  # fixed cost per call, seconds (may come out <= 0 when it is below the noise)
-    gbs: float | None  # B, GB/s each device pushes; None when time did not grow with bytes
+    gbs: float | None  # B, GB/s: ring-model bytes each device sends per second; None if time did not grow
     points: int
+    max_rel_residual: float = 0.0  # worst |measured - fitted| / measured over the points
 
     def seconds(self, sent_bytes: float) -> float:
         """Fitted time for a collective in which each device sends ``sent_bytes`` (Lab 03)."""
@@ -136,7 +139,15 @@ def fit(points: Sequence[Point]) -> Fit:
     s = np.array([p.sent_bytes for p in points], dtype=np.float64)
     t = np.array([p.seconds for p in points], dtype=np.float64)
     slope, alpha = np.polyfit(s, t, 1, w=1 / t)  # seconds per byte, seconds
-    return Fit(kinds.pop(), float(alpha), float(1 / slope / 1e9) if slope > 0 else None, len(points))
+    worst = float(np.max(np.abs(t - (alpha + slope * s)) / t))
+    return Fit(kinds.pop(), float(alpha), float(1 / slope / 1e9) if slope > 0 else None, len(points), worst)
+
+
+def rows(points: Sequence[Point]) -> list[dict[str, Any]]:
+    """Table rows as nccl-tests reports them: algbw = D / t, busbw = S / t, in GB/s (Lab 03)."""
+    return [{"kind": p.kind, "array KiB": p.array_bytes / 2**10, "median µs": p.seconds * 1e6,
+             "spread (IQR/median)": p.spread, "algbw GB/s": p.array_bytes / p.seconds / 1e9,
+             "busbw GB/s": p.sent_bytes / p.seconds / 1e9} for p in points]
 
 
 def for_runtime(chip: str, n: int) -> str | None:

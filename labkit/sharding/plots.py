@@ -239,14 +239,17 @@ def plot_collective_fit(points: Mapping[str, Sequence[Any]], fits: Mapping[str, 
         s = np.array([p.sent_bytes for p in pts])
         t = np.array([p.seconds for p in pts])
         f = fits[kind]
-        ax.loglog(s, t * 1e6, "o", color=color, label=f"{kind}: measured (median)")
+        err = np.array([p.spread * p.seconds / 2 for p in pts]) * 1e6  # ± half the interquartile range
+        ax.errorbar(s, t * 1e6, yerr=err, fmt="o", color=color, capsize=3, label=f"{kind}: measured (median ± IQR/2)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
         grid = np.geomspace(s.min(), s.max(), 50)
-        bw = f"B = {f.gbs:.3g} GB/s" if f.gbs else "B not resolved"
+        bw = f"B = {f.gbs:.3g} GB/s" if f.gbs else "B not resolved"  # ring-model bytes sent per second
         ax.loglog(grid, [max(f.seconds(g), 1e-9) * 1e6 for g in grid], "-", color=color,
                   label=f"{kind}: fit, alpha = {f.alpha_s * 1e6:.3g} µs, {bw}")
         if predicted and kind in predicted:
             ax.loglog(s, np.array(predicted[kind]) * 1e6, "--", color=color, label=f"{kind}: topology (bandwidth only)")
-    ax.set_xlabel("bytes each device sends (S)")
+    ax.set_xlabel("bytes each device sends (S, ring model)")
     ax.set_ylabel("time per collective (µs)")
     slow = max(points, key=lambda k: points[k][-1].seconds / points[k][0].seconds)
     grow = points[slow][-1].seconds / points[slow][0].seconds

@@ -31,11 +31,21 @@ def points(kind: str, alpha: float, gbs: float, sizes=(2**15, 2**17, 2**19, 2**2
 @pytest.mark.parametrize("kind", cb.KINDS)
 def test_fit_recovers_alpha_and_bandwidth(kind: str) -> None:
     f = cb.fit(points(kind, 20e-6, 90.0))
-    assert f.kind == kind and f.points == 4
+    assert f.kind == kind and f.points == 4 and f.max_rel_residual < 1e-9
     assert f.alpha_s == pytest.approx(20e-6, rel=1e-6) and f.gbs == pytest.approx(90.0, rel=1e-6)
     assert f.seconds(1e9) == pytest.approx(20e-6 + 1e9 / 90e9)
     # alpha = S / B at S = alpha * B: 20 µs x 90 GB/s = 1.8 MB
     assert f.latency_bound_below() == pytest.approx(1.8e6)
+
+
+def test_rows_as_nccl_tests_report_them() -> None:
+    pts = points("all-reduce", 0.0, 50.0)
+    for p, r in zip(pts, cb.rows(pts)):
+        assert r["busbw GB/s"] == pytest.approx(50.0)  # no fixed cost: bus bandwidth is B itself
+        assert r["algbw GB/s"] == pytest.approx(50.0 * 8 / (2 * 7))  # busbw = algbw x 2(n-1)/n
+    bad = points("all-gather", 1e-5, 10.0)
+    bad[1] = cb.Point(**{**bad[1].__dict__, "seconds": bad[1].seconds * 1.5})
+    assert cb.fit(bad).max_rel_residual > 0.1
 
 
 def test_fit_when_time_does_not_grow() -> None:
@@ -93,7 +103,7 @@ def test_plot_title_from_the_numbers() -> None:
     fig = plots.plot_collective_fit(bw, {k: cb.fit(p) for k, p in bw.items()},
                                     {k: [p.seconds for p in v] for k, v in bw.items()}, where="x")
     assert "bandwidth-bound throughout" in fig.axes[0].get_title()
-    assert len(fig.axes[0].lines) == 6  # measured, fit and prediction per kind
+    assert len(fig.axes[0].get_legend().get_texts()) == 6  # measured, fit and prediction per kind
     plt.close("all")
 
 
