@@ -102,13 +102,20 @@ def measure(cfg: GPTConfig, batch: int, schedule: str, mesh: Any = None, fast: b
     table = coll.collectives(compiled)
     loss, grads = compiled(params, x, y)
     in_backward, from_backward = gathers_in_backward(compiled)
+    regathered = sum(c.array_bytes for c in table if _is_regather(c))
     label = schedule if keep_barriers else f"{schedule}, {platform} default pipeline"
     return {"schedule": label, "compiled": compiled, "table": table, "loss": float(loss),
             "grads": {k: np.asarray(v) for k, v in grads.items()}, "barriers kept": barriers_kept,
             "all-gathers": coll.kinds(table).get("all-gather", 0),
             "backward gathers": from_backward, "backward gathers run in backward": in_backward,
+            "re-gathered bytes": regathered,
             "all-gather bytes sent": coll.sent_bytes(table, "all-gather"),
             "bytes sent": coll.sent_bytes(table), "peak bytes": mm.compiled_peak(compiled)}
+
+
+def _is_regather(c: coll.Collective) -> bool:
+    # a matrix (>= 2-D: a matmul weight; LayerNorm gains are 1-D) gathered for the backward pass
+    return c.kind == "all-gather" and "transpose(" in c.op_name and len(c.shape) >= 2
 
 
 def gathers_in_backward(compiled: Any) -> tuple[int, int]:
@@ -124,8 +131,7 @@ def gathers_in_backward(compiled: Any) -> tuple[int, int]:
     forward_dots = [i for i, (_, op, name) in enumerate(seq) if "jvp(" in name and "transpose(" not in name
                     and not op.startswith("all-gather") and name.endswith("dot_general")]
     end = forward_dots[-1] if forward_dots else -1
-    regathers = [at[c.name] for c in coll.collectives(compiled) if c.kind == "all-gather"
-                 and "transpose(" in c.op_name and len(c.shape) >= 2 and c.name in at]
+    regathers = [at[c.name] for c in coll.collectives(compiled) if _is_regather(c) and c.name in at]
     return sum(i > end for i in regathers), len(regathers)
 
 

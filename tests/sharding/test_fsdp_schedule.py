@@ -25,7 +25,7 @@ ms = {s: F.measure(cfg, 16, s) for s in F.SCHEDULES}
 out = {s: {k: v for k, v in F.row(m).items()} | {"loss": m["loss"],
        "backward_gathers": sum(c.kind == "all-gather" and c.origin.startswith("backward") for c in m["table"]),
        "regathers": m["backward gathers"], "run_in_backward": m["backward gathers run in backward"],
-       "barriers_kept": m["barriers kept"], "peak": m["peak bytes"]}
+       "barriers_kept": m["barriers kept"], "peak": m["peak bytes"], "regathered": m["re-gathered bytes"]}
        for s, m in ms.items()}
 d = F.measure(cfg, 16, "regather", keep_barriers=False)  # the CPU's own pipeline
 out["default"] = {"gathers": F.gathers_in_backward(d["compiled"]), "peak": d["peak bytes"],
@@ -70,6 +70,10 @@ def test_regathers_run_in_backward_and_lower_the_peak(result: dict) -> None:
     assert kept["regathers"] == 0
     # 2 layers x 4 matmul weights + the tied head's wte, each gathered again after the forward ends
     assert regather["regathers"] == regather["run_in_backward"] == 2 * 4 + 1
+    # their bytes, whole: per layer w_qkv (128, 3, 128), w_proj (128, 128), w_fc (128, 512), w_out (512, 128),
+    # plus the head's wte (256, 128), fp32
+    assert regather["regathered"] == (2 * (128 * 3 * 128 + 128 * 128 + 2 * 128 * 512) + 256 * 128) * 4
+    assert kept["regathered"] == 0
     # ZeRO-3's point: no gathered weight is held from forward into backward -> a lower peak
     assert regather["peak"] < kept["peak"]
 
