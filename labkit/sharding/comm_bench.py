@@ -150,6 +150,23 @@ def rows(points: Sequence[Point]) -> list[dict[str, Any]]:
              "busbw GB/s": p.sent_bytes / p.seconds / 1e9} for p in points]
 
 
+def latency_bound(kind: str, mesh: Any, points: Sequence[Point], attempts: int = 3) -> bench.Confirmed:
+    """Did the smallest collective take over twice its bytes' share of the largest one's time? (Lab 03).
+
+    Measured, no fit: t_small / t_large > 2 S_small / S_large means a fixed cost per call, not the
+    bytes, set the small one's time. Noise only adds time, so when a stall on the large one hides
+    it the two ends are measured again (:func:`labkit.measure.bench.confirm`, fastest kept).
+    """
+    small, big = points[0], points[-1]
+    share = small.sent_bytes / big.sent_bytes
+
+    def again() -> list[float]:
+        return [p.seconds for p in measure(kind, mesh, [small.array_bytes, big.array_bytes])]
+
+    return bench.confirm(again, lambda v: v[0] / v[1] > 2 * share, higher_is_better=False, attempts=attempts,
+                         first=(small.seconds, big.seconds))
+
+
 def for_runtime(chip: str, n: int) -> str | None:
     """The named topology of ``n`` chips of this runtime's ``chip``, if the table has one (Lab 03)."""
     for name, topo in topology.hardware.TOPOLOGIES.items():

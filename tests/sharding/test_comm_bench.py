@@ -147,3 +147,18 @@ def test_measured_points_carry_the_ring_bytes(measured: dict) -> None:
     assert measured["all-reduce"]["sent"] == [2 * 7 / 8 * 2**12, 2 * 7 / 8 * 2**14]
     assert all(n == 8 for k in cb.KINDS for n in measured[k]["n"])
     assert all(t > 0 for k in cb.KINDS for t in measured[k]["t"])
+
+
+def test_latency_bound_judged_on_measurements_and_remeasured_on_a_stall(monkeypatch) -> None:
+    pts = points("all-reduce", 300e-6, 1.0, sizes=(2**15, 2**23))  # alpha dominates the 32 KiB one
+    c = cb.latency_bound("all-reduce", None, pts)
+    assert c.holds and c.attempts == 1  # judged on the points given, nothing measured again
+    flat = points("all-reduce", 0.0, 1.0, sizes=(2**15, 2**23))  # pure bandwidth: time ∝ bytes
+    calls = []
+    monkeypatch.setattr(cb, "measure", lambda kind, mesh, sizes, repeats=5: calls.append(sizes) or flat)
+    c = cb.latency_bound("all-reduce", None, flat)
+    assert not c.holds and c.attempts == 3 and calls == [[2**15, 2**23]] * 2  # a false claim stays false
+    stalled = [pts[0], cb.Point(**{**pts[1].__dict__, "seconds": pts[1].seconds * 1000})]  # a stall on the large one
+    monkeypatch.setattr(cb, "measure", lambda kind, mesh, sizes, repeats=5: pts)
+    c = cb.latency_bound("all-reduce", None, stalled)
+    assert c.holds and c.attempts == 2  # the stall hid it; the fastest of two measurements shows it
