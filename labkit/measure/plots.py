@@ -79,7 +79,8 @@ def plot_mfu_sweeps(batches: Sequence[int], sweep_batch: Mapping[str, Sequence[U
     gain = {fw: s[-1].value / s[0].value for fw, s in sweep_batch.items()}
     seq_gain = {fw: s[-1].value / s[0].value for fw, s in sweep_seq.items()}
     axs[0, 0].set(xscale="log", xlabel="batch size (sequences per step)", ylabel=f"MFU % ({peak_note})",
-                  title=f"Bigger batches amortize overhead: MFU x{min(gain.values()):.1f} or more")
+                  title=("Bigger batches amortize overhead: MFU " if min(gain.values()) > 1 else "Batch size: MFU ")
+                  + ", ".join(f"x{g:.2f} ({fw})" for fw, g in gain.items()))
     axs[0, 1].set(xscale="log", xlabel="sequence length (tokens)", ylabel=f"MFU % ({peak_note})",
                   title="Longer sequences: MFU " + ", ".join(f"x{g:.1f} ({fw})" for fw, g in seq_gain.items()))
     for ax, xs in ((axs[0, 0], batches), (axs[0, 1], seqs)):
