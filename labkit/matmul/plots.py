@@ -144,7 +144,7 @@ def plot_predicted_sweeps(curves: Mapping[tuple[str, str], np.ndarray], batch: n
     costs = [c for m in gpu_models for v in "NK" if (c := _alignment_cost(edge, curves[(m, v)])) is not None]
     said = []
     if mxus:
-        said.append(f"MXUs step down past every multiple of {'/'.join(map(str, widths))} in N and K (padding)"
+        said.append(f"MXUs step down past multiples of {'/'.join(map(str, widths))} in N and K once compute-bound (padding)"
                     if widths else "MXUs show no padding step in N or K over these sizes")
     gpu_steps = ["when a wave of tiles spills over in M (waves)"] if any(
         _drops(curves[(m, "M")]) for m in gpu_models) else []

@@ -248,10 +248,11 @@ def _run_os(A: np.ndarray, B: np.ndarray, rows: int, cols: int, steps: int, drai
                                  "acc": lambda r, c: acc[r, c]})
     out = acc.copy()
     if drain:  # the bottom row leaves, the others move down one row: R cycles
+        empty = np.zeros_like(a[0])  # every operand has left the array: the registers hold nothing
         for d in range(rows):
             out[..., rows - 1 - d, :] = acc[..., -1, :]
             _shift_in(acc, 0, axis=-2)
-            _snap(snaps, wanted, steps + d, {"A": lambda r, c: a[r], "B": lambda r, c: b[c],
+            _snap(snaps, wanted, steps + d, {"A": lambda r, c: empty, "B": lambda r, c: empty,
                                              "acc": lambda r, c: acc[r, c]})
     C = out.swapaxes(1, 2).reshape(len(ta) * rows, len(tb) * cols)
     return C[:M, :B.shape[1]], snaps

@@ -104,7 +104,7 @@ def test_predicted_sweeps_title_reads_the_cliffs_from_the_curves():
     fig = plots.plot_predicted_sweeps(curves, batch, edge, gpus={"GPU"}, big=512)
     assert isinstance(fig, Figure)
     title = fig._suptitle.get_text()
-    assert "every multiple of 64/128 in N and K" in title
+    assert "multiples of 64/128 in N and K once compute-bound" in title
     assert "~4x when N or K is not a multiple of 8" in title
     m_ax, n_ax, k_ax = fig.axes
     assert len(m_ax.lines) == 3               # one per model

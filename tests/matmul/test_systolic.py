@@ -174,6 +174,19 @@ def test_os_registers_move_one_pe_per_cycle():
     np.testing.assert_array_equal(first_busy, np.add.outer(np.arange(4), np.arange(4)))
 
 
+def test_os_drain_shifts_sums_out_with_empty_operand_registers():
+    A = np.arange(1, 21).reshape(4, 5)
+    B = np.arange(1, 21).reshape(5, 4) * 100
+    last = 4 + 5 + 4 - 3                         # the last compute cycle; the drain follows
+    res = simulate(A, B, 4, 4, "os", snapshot_cycles=(last + 1, last + 2))
+    for d, cyc in enumerate((last + 1, last + 2)):
+        snap = res.snapshots[cyc]
+        assert not snap["A"].any() and not snap["B"].any()  # every operand has left the array
+        # the bottom row has left d + 1 times: the top d + 1 rows are empty, the sums moved down
+        assert not snap["acc"][: d + 1].any()
+        np.testing.assert_array_equal(snap["acc"][d + 1:], (A @ B)[: 4 - d - 1])
+
+
 @pytest.mark.parametrize("dataflow,held", [("ws", "B"), ("is", "A")])
 def test_stationary_tile_is_preloaded_in_rows_cycles(dataflow, held):
     A, B = np.arange(12).reshape(3, 4), np.arange(8).reshape(4, 2)
