@@ -124,6 +124,8 @@ def takeaway(sp: Mapping[str, float | None], platform: str, low: str, why_missin
                     for k, v in sp.items() if v is not None)
     missing = "; ".join(f"{k}: {v}" for k, v in why_missing.items())
     if platform == "cpu":
-        return (f"CPU: {got}. Not a lesson about accelerators: a CPU has no low-precision matrix unit unless it has "
-                "AMX / AVX512-BF16 that the kernels use, so bf16 may even be slower." + (f" ({missing})" if missing else ""))
+        return (f"CPU: {got}. Not a lesson about accelerators: on a CPU, bf16 instructions (AVX512-BF16 / AMX, where "
+                "present) speed up only the large matmuls a kernel hands them, and a small model's step is mostly "
+                "overhead and casts between bf16 and fp32, so bf16 may even be slower."
+                + (f" ({missing})" if missing else ""))
     return f"{platform.upper()}: {low} step speed-up {got}." + (f" ({missing})" if missing else "")

@@ -47,8 +47,8 @@ def plan(platform: str, bf16: bool, chip: str = "") -> tuple[list[str], str]:
             "fp16 with dynamic loss scaling, which its tensor cores do run natively.")
     note = {"tpu": "TPUs have no fp16 matrix units: the fp16 run is emulated by XLA (numerics "
                    "shown, its step time is not meaningful).",
-            "cpu": "CPU: bf16 is fast only with bf16 instructions (AVX512-BF16/AMX) that the "
-                   "kernels use, fp16 is mostly emulated; numerics and memory carry over to "
+            "cpu": "CPU: bf16 instructions (AVX512-BF16/AMX, where present) help only the large matmuls a "
+                   "kernel hands them, fp16 is mostly emulated; numerics and memory carry over to "
                    "accelerators, step times do not."}.get(platform, "")
     return ["fp32", "bf16", "fp16_scaled"], note
 
