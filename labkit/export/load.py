@@ -241,6 +241,7 @@ class LoadStats:
     goodput: float  # requests/s meeting the SLO
     slo: SLO
     latency_ms: dict[str, float] = field(default_factory=dict)  # "ttft_p99" -> ms, for METRICS x PERCENTILES
+    arrival_rate: float = float("nan")  # requests/s as they arrived: (n - 1) / (last - first arrival)
 
     def ms(self, metric: str, q: int) -> float:
         """Latency percentile q of metric ("ttft", "tpot", "itl", "e2e"), ms (Lab 05)."""
@@ -269,8 +270,11 @@ def load_stats(traces: Sequence[Trace], slo: SLO, policy: str = "", rate: float 
            for m in METRICS for q in PERCENTILES}
     n_out = sum(len(t.token_s) for t in traces)
     good = sum(slo.met(t) for t in traces)
+    # A Poisson draw of n requests arrives at its nominal rate only on average: report what arrived.
+    span = max(t.arrival_s for t in traces) - min(t.arrival_s for t in traces)
+    arrived = (len(traces) - 1) / span if len(traces) > 1 and span > 0 else float("nan")
     return LoadStats(policy, float(rate), len(traces), duration, len(traces) / duration, n_out / duration,
-                     good / duration, slo, lat)
+                     good / duration, slo, lat, arrived)
 
 
 def sweep_rates(engine: Any, rates: Sequence[float], n: int, prompt_len: tuple[int, int],

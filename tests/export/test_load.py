@@ -50,6 +50,8 @@ def test_continuous_batching_timeline_and_metrics_by_hand() -> None:
     # Goodput: A misses TPOT (2 > 1.5), C misses TTFT (2.5 > 2); B meets both (TTFT 2 <= 2, TPOT 0)
     assert s.goodput == pytest.approx(1 / 5)
     assert s.row()["ttft_p99_ms"] == pytest.approx(2490) and s.row()["slo_tpot_s"] == 1.5
+    assert s.arrival_rate == pytest.approx(2 / 0.5)  # 3 arrivals over 0.5 s: 2 gaps -> 4 requests/s
+    assert math.isnan(load.load_stats(traces[:2], SLO()).arrival_rate)  # A and B together: no span
 
 
 def test_static_batching_timeline_by_hand() -> None:

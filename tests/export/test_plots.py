@@ -5,6 +5,8 @@ units (nats/token, tokens/s, ms), and the number of lines and bars must follow t
 """
 from __future__ import annotations
 
+import dataclasses
+
 import math
 
 import matplotlib
@@ -55,11 +57,15 @@ def test_serving_sweep_titles_state_the_gain_the_fastest_path_and_the_ttft_ratio
     assert ax1.get_ylabel() == "throughput (generated tokens / s)"
     assert ax1.get_xlabel() == "batch size (sequences served together)"
     assert len(ax1.get_lines()) == 3 and [t.get_text() for t in ax1.get_xticklabels()] == ["1", "8"]
-    # batch 8: TTFT / TPOT = 3, 6, 2 -> median 3.0
-    assert ax2.get_title() == "Batch 8: the first token costs 3.0x a later one (median over paths)"
+    # batch 8: TTFT / TPOT = 3, 6, 2 -> the range, not a median no path has
+    assert ax2.get_title() == "Batch 8: the first token costs 2.0-6.0x a later one (over the paths)"
     assert ax2.get_ylabel() == "latency (ms), whisker = p95"
     assert len(ax2.patches) == 2 * 3  # a TTFT and a TPOT bar per path
     assert [p.get_height() for p in ax2.patches] == [3.0, 6.0, 4.0, 1.0, 1.0, 2.0]
+    # a winner is named only by a clear margin: eager at 8500 is within 10% of jit's 9000
+    close = [_stat("eager", 1, 1000.0, 2.0, 1.0), _stat("eager", 8, 8500.0, 3.0, 1.0),
+             _stat("jit", 1, 2000.0, 1.0, 0.5), _stat("jit", 8, 9000.0, 6.0, 1.0)]
+    assert plots.plot_serving_sweep(close).axes[0].get_title().endswith("jit and eager within 10%: no clear fastest")
     assert [t.get_text() for t in ax2.get_xticklabels()] == ["eager", "jit", "export"]
 
 
@@ -95,13 +101,17 @@ def test_goodput_title_names_the_policy_never_behind_and_the_slo():
     (ax,) = fig.axes
     assert ax.get_title() == ("goodput: continuous batching higher or equal at all 2 rates\n"
                               "(at 8 req/s: static 2, continuous 7.5 req/s)\n(SLO: TTFT <= 500 ms, TPOT <= 20 ms)")
-    assert ax.get_ylim() == pytest.approx((0, 1.15 * 7.5))  # the data's range; the ideal diagonal is clipped
-    assert ax.get_xlabel() == "offered load (requests / s)"
+    assert ax.get_ylim() == pytest.approx((0, 1.15 * 8.0))  # up to the ceiling: the runs' request throughput
+    assert ax.get_xlabel() == "arrival rate (requests / s, as drawn)"
     assert ax.get_ylabel() == "goodput (requests / s within the SLO)"
     static, cont, ideal = ax.get_lines()
     assert list(cont.get_ydata()) == [1.0, 7.5] and list(ideal.get_ydata()) == [1.0, 8.0]
     with pytest.raises(ValueError, match="no LoadStats"):
         plots.plot_goodput([])
+    # x is the rate that arrived where known: a Poisson draw of 10 requests at "8/s" that came at 7/s
+    drawn = [dataclasses.replace(s, arrival_rate=s.rate * 7 / 8) for s in LOAD]
+    static, cont, ideal = plots.plot_goodput(drawn).axes[0].get_lines()
+    assert list(cont.get_xdata()) == [7 / 8, 7.0] and list(ideal.get_xdata()) == [7 / 8, 7.0]
 
 
 def test_no_policy_is_named_when_the_winner_changes_with_the_rate():

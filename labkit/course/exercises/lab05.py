@@ -130,5 +130,5 @@ def check_tokens_per_s(fn: Callable[[int, int, float, float], float]) -> CheckRe
         Hint(ratio_is(1e-3), "units: the latencies are given in seconds, not milliseconds."),
     ]
     return check_function("tokens/s", fn, tokens_per_s, cases, hints=hints,
-                          explain="At small batch, decode is memory-bound: a bigger batch reuses each "
-                                  "weight read for more tokens, so tokens/s grows almost for free.")
+                          explain="At small batch, decode is overhead- or memory-bound: a bigger batch shares "
+                                  "each launch and each weight read among more tokens, so tokens/s grows almost for free.")
