@@ -2,8 +2,10 @@
 
 Two runs that differ only in precision never give the same losses: rounding perturbs the first
 step and training is chaotic after that. The question is whether the difference is larger than
-the run-to-run noise we accept anyway. So we measure that noise: fp32 trained twice, with two
-seeds (init *and* data order differ), is the **noise floor**.
+the run-to-run noise we accept anyway. So we measure that noise: fp32 trained twice from two
+inits (seeds 0 and 1) on the same batches -- paired, as the precision runs are -- is the **noise
+floor**. (Changing the batch order too would add batch-sampling noise the precision runs never
+see: on the smoke profile it triples the floor.)
 
 Definitions (nats / token, every curve one loss per step):
 
@@ -11,7 +13,7 @@ Definitions (nats / token, every curve one loss per step):
   batch-to-batch jitter does not count as a difference between runs;
 - ``curve_gap(a, b, start, w)``: mean over steps ``t >= start`` of
   ``|smooth(a)_t - smooth(b)_t|`` -- over the whole run after warm-up, not only its end;
-- ``loss_noise_floor_fp32 = curve_gap(fp32 seed 0, fp32 seed 1)``;
+- ``loss_noise_floor_fp32 = curve_gap(fp32 init 0, fp32 init 1)`` (same batches);
 - ``loss_gap_<low>_vs_fp32 = curve_gap(<low> seed 0, fp32 seed 0)`` (same init, same batches).
 
 Judgement: the low-precision curve is **within noise** when its gap is at most ``K_NOISE = 2``
@@ -75,7 +77,7 @@ class GapJudgement:
 
     gap: float          # curve_gap(low, fp32 seed 0), nats / token
     drift: float        # signed_gap(low, fp32 seed 0): > 0 = low precision trains worse
-    floor: float        # curve_gap(fp32 seed 0, fp32 seed 1), nats / token
+    floor: float        # curve_gap(fp32 init 0, fp32 init 1), same batches, nats / token
     k: float            # allowed multiple of the floor
     start: int          # first step compared (after warm-up)
     window: int         # smoothing window, steps
@@ -96,7 +98,7 @@ class GapJudgement:
     def sentence(self, name: str) -> str:
         """(Lab 04) One line for the lab: the gap in nats and in floors, and the verdict."""
         verdict = "within run-to-run noise" if self.within_noise else "LARGER than run-to-run noise"
-        return (f"{name}: mean |gap| {self.gap:.2g} nats = {self.ratio:.2g}x the fp32 seed-to-seed floor "
+        return (f"{name}: mean |gap| {self.gap:.2g} nats = {self.ratio:.2g}x the fp32 run-to-run floor "
                 f"{self.floor:.4f} (signed {self.drift:+.2g}; steps >= {self.start}, {self.window}-step "
                 f"smoothing, ~{self.windows} windows): {verdict} (k = {self.k:g})")
 

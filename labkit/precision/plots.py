@@ -114,7 +114,7 @@ def plot_dynamic_loss_scale(good: Sequence[bool], torch_scales: Sequence[float],
 def plot_loss_curves(losses: Mapping[tuple[str, str], Sequence[float]],
                      other_seed: Mapping[str, Sequence[float]],
                      judgements: Mapping[tuple[str, str], "noise.GapJudgement"]) -> Figure:
-    """Loss per step per (framework, precision), and each smoothed gap to fp32 beside the seed-to-seed floor (Lab 04)."""
+    """Loss per step per (framework, precision), and each smoothed gap to fp32 beside the init-to-init floor (Lab 04)."""
     fig, (ax, dx) = plt.subplots(1, 2, figsize=(11, 4))
     j0 = next(iter(judgements.values()))
     start, w = j0.start, j0.window
@@ -128,9 +128,9 @@ def plot_loss_curves(losses: Mapping[tuple[str, str], Sequence[float]],
                     ls=style, label=f"{fw} {prec} - fp32")
     for i, (fw, ls) in enumerate(other_seed.items()):  # the noise floor: fp32 against fp32, another seed
         steps = np.arange(1, len(ls) + 1)
-        ax.plot(steps, ls, color="0.6", ls="-" if fw == "jax" else "--", lw=1, label=f"{fw} fp32, seed 1")
+        ax.plot(steps, ls, color="0.6", ls="-" if fw == "jax" else "--", lw=1, label=f"{fw} fp32, init seed 1")
         dx.plot(steps, noise.smooth(ls, w) - noise.smooth(losses[(fw, "fp32")], w), color="0.6",
-                ls="-" if fw == "jax" else "--", lw=1, label=f"{fw} fp32 seed 1 - seed 0 (the floor)")
+                ls="-" if fw == "jax" else "--", lw=1, label=f"{fw} fp32 init 1 - init 0 (the floor)")
     tail = [v for ls in losses.values() for v in ls[start:]] + [v for ls in other_seed.values() for v in ls[start:]]
     lo, hi = min(tail), max(tail)
     ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.15 * (hi - lo))  # the warm-up's first losses may run off the top
