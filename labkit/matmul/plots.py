@@ -16,10 +16,6 @@ from labkit.matmul.systolic import SimResult, activity_over_time
 # Which register a stationary dataflow holds and which one moves through it (OS holds sums only).
 _HELD_MOVING = {"os": (None, "A"), "ws": ("B", "A"), "is": ("A", "B")}
 # What a normalized measured sweep should look like, by the platform it ran on.
-_READING = {"cpu": "a CPU shows the small-batch penalty; its other bumps are cache effects and noise",
-            "tpu": "the TPU follows the MXU model's padding steps", "gpu": "the GPU follows waves and tiles"}
-
-
 def _gemm(sim: SimResult) -> tuple[int, int, int]:
     """(M, K, N) of a simulated GEMM: C is (M, N); K is the stream (OS) or the fold rows (WS, IS)."""
     M, N = sim.product.shape
@@ -180,7 +176,8 @@ def plot_measured_sweeps(shapes: Mapping[str, Sequence[tuple[int, int, int]]],
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("throughput / best in this sweep")
     axes[0][0].legend(fontsize=8)
-    title = f"Measured on {platform.upper()} vs both models (each normalized to its best): {_READING.get(platform, '')}"
+    # No verdict from the platform's name: what the curves show is read from them (below, and in the lab's cells).
+    title = f"Measured on {platform.upper()} vs both models (each normalized to its best)"
     if "batch" in shapes:  # the device's best at each batch: the faster framework
         best = np.max([measured[(fw, "batch")] for fw in frameworks], axis=0)  # (shapes,) FLOP/s
         title += (f"\nbatch {shapes['batch'][0][0]} reaches {best[0] / best.max():.0%} of the sweep's best FLOP/s"
