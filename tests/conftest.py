@@ -1,7 +1,8 @@
-"""Shared test set-up: the repository root and a helper to run Python in a fresh process."""
+"""Shared test set-up: the repository root and helpers to run Python in a fresh process."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,13 @@ ROOT = Path(__file__).resolve().parent.parent
 def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter: JAX device counts are per process."""
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def run_result(code: str, timeout: float = 300, tail: int = 3000) -> dict:
+    """Run ``code`` in a fresh interpreter; it must succeed and print ``RESULT<json>``: that json."""
+    proc = run_python(code, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-tail:]
+    return json.loads([l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1][len("RESULT"):])
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from labkit.export import routes as export, stablehlo as export_hlo, bundle, kv_
 from labkit.gpt.flax_model import FlaxGPT
 from labkit.gpt.convert import flax_to_torch, flat_params_numpy
 from labkit.gpt.config import get_config
-from tests.conftest import run_python
+from tests.conftest import run_result
 
 CFG = get_config("test")
 TOL = 1e-4  # fp32 logits, |logits| ~ 1
@@ -192,9 +192,7 @@ print("RESULT" + json.dumps({"xla": xla_losses, "cpu": cpu_losses, "w_diff": w_d
 @pytest.mark.skipif(not device.xla_installed(), reason="torch-xla not installed (optional extra 'xla')")
 def test_torch_xla_route_trains_like_eager_torch() -> None:
     # A subprocess: torch-xla's runtime (and PJRT_DEVICE=CPU) is per process.
-    proc = run_python(XLA_TRAIN_SCRIPT, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    res = json.loads([line for line in proc.stdout.splitlines() if line.startswith("RESULT")][-1][6:])
+    res = run_result(XLA_TRAIN_SCRIPT, timeout=600)
     assert res["device"].startswith("xla"), res["device"]
     assert np.allclose(res["xla"], res["cpu"], atol=1e-4), (res["xla"], res["cpu"])
     assert res["w_diff"] < 1e-4, res["w_diff"]

@@ -3,13 +3,12 @@ and the ring cost model. Programs compiled for 8 devices run in their own proces
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
 
 from labkit.sharding import collectives as C
-from tests.conftest import run_python
+from tests.conftest import run_result
 
 # A reduce-scatter as the XLA CPU backend writes it: all-reduce, then each device keeps its
 # slice with a dynamic-slice at an offset computed from partition-id.
@@ -228,10 +227,7 @@ print("RESULT" + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def compiled() -> dict:
-    proc = run_python(SCRIPT, timeout=240)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1]
-    return json.loads(line[len("RESULT"):])
+    return run_result(SCRIPT, timeout=240)
 
 
 def test_dp_gradient_all_reduce_bytes_equal_parameter_bytes(compiled: dict) -> None:

@@ -4,8 +4,6 @@ right values, right collective in the HLO, right bytes."""
 
 from __future__ import annotations
 
-import json
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -16,7 +14,7 @@ import pytest  # noqa: E402
 from labkit.sharding import collectives as coll  # noqa: E402
 from labkit.sharding import comm_bench as cb  # noqa: E402
 from labkit.sharding import plots, topology  # noqa: E402
-from tests.conftest import run_python  # noqa: E402
+from tests.conftest import run_result  # noqa: E402
 
 
 def points(kind: str, alpha: float, gbs: float, sizes=(2**15, 2**17, 2**19, 2**21), n: int = 8) -> list:
@@ -131,9 +129,7 @@ print("RESULT" + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def measured() -> dict:
-    proc = run_python(SCRIPT, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads([l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1][len("RESULT"):])
+    return run_result(SCRIPT, timeout=300)
 
 
 def test_collectives_compute_what_they_say(measured: dict) -> None:

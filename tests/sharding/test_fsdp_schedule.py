@@ -7,11 +7,9 @@ undoes."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.conftest import run_python
+from tests.conftest import run_result
 
 SCRIPT = r"""
 import json
@@ -43,9 +41,7 @@ print("RESULT" + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def result() -> dict:
-    proc = run_python(SCRIPT, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads([l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1][len("RESULT"):])
+    return run_result(SCRIPT, timeout=300)
 
 
 def test_same_gradients(result: dict) -> None:

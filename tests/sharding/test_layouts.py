@@ -6,13 +6,11 @@ start-up), and reports JSON; the tests below assert on it. Pure-Python checks ru
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from labkit.sharding import layouts as sharding
 from labkit.runtime.device import xla_installed
-from tests.conftest import run_python
+from tests.conftest import run_result
 
 SCRIPT = r"""
 import json
@@ -105,9 +103,7 @@ print("RESULT" + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def res() -> dict:
-    proc = run_python(SCRIPT, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads([l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1][6:])
+    return run_result(SCRIPT, timeout=300, tail=4000)
 
 
 def test_functional_gpt_is_the_course_gpt(res: dict) -> None:
@@ -195,9 +191,7 @@ print("RESULT" + json.dumps({k: {x: v for x, v in torch_sharding.xla_spmd_mlp(k)
 
 @pytest.mark.skipif(not xla_installed(), reason="torch-xla not installed (optional extra 'xla')")
 def test_torch_xla_spmd_matches_torch() -> None:
-    proc = run_python(XLA_SCRIPT, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    res = json.loads([l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1][6:])
+    res = run_result(XLA_SCRIPT, timeout=300)
     for layout in ("dp", "tp"):
         assert res[layout]["max_abs_diff"] < 1e-4 and res[layout]["annotations"]
 

@@ -7,13 +7,11 @@ compilation is needed.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from labkit.course.check import MODE_ENV, CheckFailed, NotDoneYet, your_turn
 from labkit.course.exercises import lab03
-from tests.conftest import run_python
+from tests.conftest import run_result
 
 SCRIPT = r"""
 import json, os
@@ -87,9 +85,7 @@ print("RESULT" + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def verdicts() -> dict:
-    proc = run_python(SCRIPT, timeout=240)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads([l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1][6:])
+    return run_result(SCRIPT, timeout=240)
 
 
 @pytest.mark.parametrize("name", ["right", "right_alt"])
