@@ -163,10 +163,10 @@ def plot_goodput(stats: Sequence[LoadStats]) -> Figure:
     for policy, rows in lines.items():
         ax.plot([x(s) for s in rows], [s.goodput for s in rows], "o-", label=f"{policy} batching")
     # the ceiling: every completed request within the SLO, i.e. the run's own request throughput
-    best = {}
-    for s in stats:
-        best[s.rate] = max(best.get(s.rate, (0.0, 0.0)), (s.request_throughput, x(s)), key=lambda v: v[0])
-    ceiling = sorted((xv, y) for y, xv in best.values())
+    per_rate: dict[float, LoadStats] = {}
+    for s in stats:  # per rate, the policy that completed most (both policies served the same draw)
+        per_rate[s.rate] = max(per_rate.get(s.rate, s), s, key=lambda v: v.request_throughput)
+    ceiling = sorted((x(s), s.request_throughput) for s in per_rate.values())
     ax.plot([c[0] for c in ceiling], [c[1] for c in ceiling], "k:", lw=1, label="every request within the SLO")
     top = max(max(s.goodput for s in stats), max(c[1] for c in ceiling))
     ax.set_ylim(0, 1.15 * top if top > 0 else 1.0)

@@ -15,7 +15,8 @@ from labkit.matmul.systolic import SimResult, activity_over_time
 
 # Which register a stationary dataflow holds and which one moves through it (OS holds sums only).
 _HELD_MOVING = {"os": (None, "A"), "ws": ("B", "A"), "is": ("A", "B")}
-# What a normalized measured sweep should look like, by the platform it ran on.
+
+
 def _gemm(sim: SimResult) -> tuple[int, int, int]:
     """(M, K, N) of a simulated GEMM: C is (M, N); K is the stream (OS) or the fold rows (WS, IS)."""
     M, N = sim.product.shape

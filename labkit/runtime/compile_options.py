@@ -44,10 +44,9 @@ def compile_keeping_barriers(lowered: Any, platform: str,
     dropped before scheduling.
     """
     extra = keep_barriers(platform)
-    opts = dict(base or {}) | extra
     try:
-        return lowered.compile(opts) if opts else lowered.compile(), True
+        return lowered.compile(dict(base or {}) | extra or None), True  # None: jax's own default compile
     except Exception as e:  # jax raises its XlaRuntimeError (a RuntimeError subclass) here
         if not extra or REFUSED not in str(e):
             raise
-    return (lowered.compile(dict(base)) if base else lowered.compile()), False
+    return lowered.compile(dict(base) if base else None), False

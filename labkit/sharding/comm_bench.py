@@ -3,8 +3,7 @@
 Section 3a prices a collective by bandwidth alone. A real one also pays a fixed cost per call
 (launch, synchronisation, and the algorithm's hops, each with its own latency: a ring all-reduce
 has 2(n-1) of them, so this per-call alpha is not Hockney's per-message alpha): with S the bytes
-each device sends
-(:func:`labkit.sharding.collectives.bytes_sent`), t = alpha + S / B. :func:`measure` times an
+each device sends (:func:`labkit.sharding.collectives.bytes_sent`), t = alpha + S / B. :func:`measure` times an
 all-gather or an all-reduce of growing arrays over every device of a 1-D mesh (median repeat,
 ``labkit.measure.bench.TIMING_RULE``), :func:`fit` finds alpha and B by least squares, and
 :func:`compare` puts each measured time beside the named topology's bandwidth-only prediction.
@@ -23,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from labkit.measure import bench
+from labkit.runtime import hardware
 from labkit.sharding import collectives as coll
 from labkit.sharding import topology
 
@@ -169,18 +169,22 @@ def latency_bound(kind: str, mesh: Any, points: Sequence[Point], attempts: int =
 
 def for_runtime(chip: str, n: int) -> str | None:
     """The named topology of ``n`` chips of this runtime's ``chip``, if the table has one (Lab 03)."""
-    for name, topo in topology.hardware.TOPOLOGIES.items():
+    for name, topo in hardware.TOPOLOGIES.items():
         if topo.chip == chip and topo.chips == n:
             return name
     return None
 
 
+def predicted(points: Sequence[Point], topo: str) -> list[float | None]:
+    """Seconds the topology predicts (bandwidth only) for each point's collective (Lab 03)."""
+    return [topology.collective_time(p.kind, p.array_bytes, p.n, topo) for p in points]
+
+
 def compare(points: Sequence[Point], topo: str) -> list[dict[str, Any]]:
     """Table rows: each measured collective beside the topology's bandwidth-only prediction (Lab 03)."""
-    rows = []
-    for p in points:
-        pred = topology.collective_time(p.kind, p.array_bytes, p.n, topo)
-        rows.append({"kind": p.kind, "array KiB": p.array_bytes / 2**10, "KiB sent": p.sent_bytes / 2**10,
+    out = []
+    for p, pred in zip(points, predicted(points, topo)):
+        out.append({"kind": p.kind, "array KiB": p.array_bytes / 2**10, "KiB sent": p.sent_bytes / 2**10,
                      "measured µs": p.seconds * 1e6, "predicted µs": pred * 1e6 if pred else None,
                      "measured / predicted": p.seconds / pred if pred else None})
-    return rows
+    return out

@@ -98,10 +98,10 @@ def measure(cfg: GPTConfig, batch: int, schedule: str, mesh: Any = None, fast: b
     if keep_barriers:
         compiled, barriers_kept = compile_options.compile_keeping_barriers(lowered, platform, base)
     else:
-        compiled, barriers_kept = (lowered.compile(base) if base else lowered.compile()), False
+        compiled, barriers_kept = lowered.compile(base), False
     table = coll.collectives(compiled)
     loss, grads = compiled(params, x, y)
-    in_backward, from_backward = gathers_in_backward(compiled)
+    in_backward, from_backward = gathers_in_backward(compiled, table)
     regathered = sum(c.array_bytes for c in table if _is_regather(c))
     label = schedule if keep_barriers else f"{schedule}, {platform} default pipeline"
     return {"schedule": label, "compiled": compiled, "table": table, "loss": float(loss),
@@ -118,20 +118,22 @@ def _is_regather(c: coll.Collective) -> bool:
     return c.kind == "all-gather" and "transpose(" in c.op_name and len(c.shape) >= 2
 
 
-def gathers_in_backward(compiled: Any) -> tuple[int, int]:
+def gathers_in_backward(compiled: Any, table: list[coll.Collective] | None = None) -> tuple[int, int]:
     """(weight re-gathers that run after the forward pass's last matmul, all weight re-gathers) (Lab 03).
 
     A re-gather is an all-gather of a matrix (>= 2-D: a matmul weight; LayerNorm gains are 1-D)
     that the backward pass asked for (``transpose(`` in its JAX op_name); where it sits comes from
-    the compiled schedule (the order buffer assignment, hence the peak, is computed for). Every forward matmul feeds the loss (nothing is rematerialised here),
-    so the last one marks where the forward pass ends.
+    the compiled schedule (the order buffer assignment, hence the peak, is computed for). Every
+    forward matmul feeds the loss (nothing is rematerialised here), so the last one marks where
+    the forward pass ends. ``table``: the program's :func:`collectives`, if already read.
     """
     seq = coll.schedule(compiled)
     at = {name: i for i, (name, _, _) in enumerate(seq)}
     forward_dots = [i for i, (_, op, name) in enumerate(seq) if "jvp(" in name and "transpose(" not in name
                     and not op.startswith("all-gather") and name.endswith("dot_general")]
     end = forward_dots[-1] if forward_dots else -1
-    regathers = [at[c.name] for c in coll.collectives(compiled) if _is_regather(c) and c.name in at]
+    table = coll.collectives(compiled) if table is None else table
+    regathers = [at[c.name] for c in table if _is_regather(c) and c.name in at]
     return sum(i > end for i in regathers), len(regathers)
 
 
