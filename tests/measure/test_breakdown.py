@@ -120,6 +120,36 @@ def test_kernel_records_follow_the_profilers_correlation() -> None:
     assert out.matmul_share == pytest.approx(12.5 / 13.5) and out.by_kernel_name == pytest.approx(1 / 13.5)
 
 
+def test_kernel_records_on_a_torch_without_the_link_on_kernel_events() -> None:
+    """torch 2.11 (the H100 image): FunctionEvent has no linked_correlation_id; the parser still appends
+    each kernel to its launching op's ``kernels``. Reading the attribute with a default of 0 charged
+    100% of an H100 profile by kernel name; the ops' lists give the launchers back."""
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import FunctionEvent
+
+    def ev(id_: int, name: str, t0: float, t1: float, dev: DeviceType = DeviceType.CPU,
+           is_async: bool = False) -> FunctionEvent:
+        e = FunctionEvent(id=id_, name=name, thread=1, start_us=t0, end_us=t1, device_type=dev, is_async=is_async)
+        if hasattr(e, "linked_correlation_id"):
+            del e.linked_correlation_id  # as torch 2.11 builds it: the attribute does not exist
+        return e
+
+    gemm, flash = "nvjet_sm90_tst_96x128_64x6_2x1_v_bz_NNN", "cudnn_generated_fort_native_sdpa_sm90_flash_fprop"
+    mm, sdpa = ev(8, "aten::mm", 1, 19), ev(9, "aten::_scaled_dot_product_cudnn_attention", 20, 30)
+    mm.append_kernel(gemm, 0, 12.5)  # what torch's parser does with the kernel its launch links to
+    sdpa.append_kernel(flash, 0, 4.0)
+    events = [ev(7, "aten::linear", 0, 20), mm, sdpa, ev(50, "cuLaunchKernelEx", 2, 3),
+              ev(51, gemm, 30, 42.5, DeviceType.CUDA), ev(52, flash, 43, 47, DeviceType.CUDA),
+              ev(60, "Memset (Device)", 48, 49, DeviceType.CUDA),  # claimed by no op
+              ev(9, "ProfilerStep", 0, 100, is_async=True)]
+    recs = bd.kernel_records(events)
+    assert sorted(recs, key=lambda r: r.kernel) == [
+        bd.KernelRecord("Memset (Device)", 1.0, None), bd.KernelRecord(flash, 4.0, sdpa.name),
+        bd.KernelRecord(gemm, 12.5, "aten::mm")]
+    out = bd.attribute(recs)
+    assert out.matmul_share == pytest.approx(16.5 / 17.5) and out.by_kernel_name == pytest.approx(1 / 17.5)
+
+
 def test_torch_op_breakdown_on_cpu_charges_self_time(capfd: pytest.CaptureFixture[str]) -> None:
     from labkit.gpt import data
     from labkit.gpt.torch_model import TorchGPT
