@@ -127,3 +127,34 @@ def test_bad_input() -> None:
         pt.TrainConfig(clip_norm=0.0)
     with pytest.raises(ValueError, match="loss scale must be a positive"):
         pt.TrainConfig(loss_scale=ls.LossScaleConfig(init_scale=-8.0))
+
+
+def test_cuda_baseline_collects_what_an_earlier_run_left_in_a_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CUDA, a run's peak counts from what is allocated once the garbage collector has run.
+
+    Reproduces the H100 failure: an earlier run's model and optimizer, held in a reference cycle,
+    still counted as allocated, so three runs of one model read 10.7, 16.2 and 19.9 GB. Here a fake
+    allocator reports 5 GB while such a cycle lives; the baseline must be taken after collecting it.
+    """
+    import gc
+    import weakref
+
+    import torch
+
+    class Leftover:  # an earlier run's state, alive only through its own cycle
+        def __init__(self) -> None:
+            self.me = self
+
+    gc.disable()  # keep the cycle until _cuda_baseline collects it
+    try:
+        ref = weakref.ref(Leftover())
+        assert ref() is not None
+        calls: list[str] = []
+        monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
+        monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda dev=None: calls.append("reset"))
+        monkeypatch.setattr(torch.cuda, "memory_allocated", lambda dev=None: 5_000_000_000 if ref() else 123)
+        assert pt._cuda_baseline(torch.device("cpu")) == 0 and ref() is not None  # no CUDA: nothing touched
+        assert pt._cuda_baseline(torch.device("cuda", 0)) == 123  # the cycle collected first
+        assert ref() is None and calls == ["empty_cache", "reset"]
+    finally:
+        gc.enable()
