@@ -95,12 +95,27 @@ class GapJudgement:
         """(Lab 04) True when the gap is at most ``k`` times the fp32 noise floor."""
         return self.ratio <= self.k
 
+    @property
+    def one_signed(self) -> bool:
+        """(Lab 04) A gap of at least one floor with (almost) one sign all run: a systematic difference is not ruled out.
+
+        Two runs that differ only by noise cross each other; a curve that stays on one side of fp32
+        by a floor or more may differ in what it computes. On an H100, JAX's bf16 run sat 1.0 floor
+        below fp32 with signed gap = |gap| (and ended 0.29 nats lower) while passing the k = 2 rule.
+        """
+        return self.gap > 0 and self.ratio >= 1.0 and abs(self.drift) >= 0.9 * self.gap
+
     def sentence(self, name: str) -> str:
         """(Lab 04) One line for the lab: the gap in nats and in floors, and the verdict."""
         verdict = "within run-to-run noise" if self.within_noise else "LARGER than run-to-run noise"
+        note = ""
+        if self.one_signed:
+            way = "worse" if self.drift > 0 else "better"
+            note = (f"; but one-signed: it trained {way} than fp32 all run, by a floor or more -- "
+                    "a systematic difference is not ruled out")
         return (f"{name}: mean |gap| {self.gap:.2g} nats = {self.ratio:.2g}x the fp32 run-to-run floor "
                 f"{self.floor:.4f} (signed {self.drift:+.2g}; steps >= {self.start}, {self.window}-step "
-                f"smoothing, ~{self.windows} windows): {verdict} (k = {self.k:g})")
+                f"smoothing, ~{self.windows} windows): {verdict} (k = {self.k:g}){note}")
 
 
 def judge(low: Sequence[float], ref: Sequence[float], ref_other_seed: Sequence[float], start: int,

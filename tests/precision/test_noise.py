@@ -59,6 +59,22 @@ def test_judge_a_drift_and_a_twin_with_known_answers() -> None:
     assert j.within_noise and j.ratio < 1 and "within run-to-run noise" in j.sentence("jax bf16")
 
 
+def test_a_one_signed_gap_of_a_floor_is_flagged_inside_the_bound() -> None:
+    """The H100's JAX bf16 run: 1.0x the floor, signed gap = -|gap| -- within k = 2, flagged, not failed."""
+    rng = np.random.default_rng(0)
+    ref, other = _curves(rng)
+    floor = noise.judge(ref, ref, other, start=20).floor
+    below = ref - 1.2 * floor  # trains better than fp32 all run, by 1.2 floors
+    j = noise.judge(below, ref, other, start=20)
+    assert j.within_noise and j.one_signed and j.drift < 0
+    assert "within run-to-run noise" in j.sentence("jax bf16") and "trained better than fp32 all run" in j.sentence("jax bf16")
+    crossing = ref + 1.5 * floor * np.sign(np.sin(np.arange(200) / 15.0))  # same size, both signs: noise-like
+    j = noise.judge(crossing, ref, other, start=20)
+    assert j.ratio >= 1 and not j.one_signed and "one-signed" not in j.sentence("jax bf16")
+    small = ref + 0.3 * floor  # one-signed but under a floor (torch bf16 on the H100: 0.12x): not flagged
+    assert not noise.judge(small, ref, other, start=20).one_signed
+
+
 def test_zero_floor() -> None:
     flat = [3.0] * 20
     assert noise.judge(flat, flat, flat, start=5).ratio == 0.0
