@@ -154,37 +154,23 @@ def kernel_records(events: Iterable[Any]) -> list[KernelRecord]:
     """Every device kernel of a torch profile (``prof.events()``) with the CPU op that launched it (Lab 02).
 
     torch's parser links each kernel to the op open at its launch (the launch's correlation id) and
-    appends it to that op's ``kernels``. Newer torch also exposes the link on the kernel's own event
-    (``linked_correlation_id``, added 2026-03, pytorch#177662); torch 2.11 does not, and reading it
-    with a default of 0 left every kernel of an H100 profile unlinked. So the link is read where the
-    events carry it, and from the ops' ``kernels`` lists where they do not.
+    appends it to that op's ``kernels``, in every torch version. The link on the kernel's own event
+    (``linked_correlation_id``) is newer (2026-03, pytorch#177662): torch 2.11's events lack it, and
+    reading it with a default of 0 once left every kernel of an H100 profile unlinked. So the ops'
+    lists are read; a device event no op claimed (a memset, a copy) is charged by its own name.
     """
     from torch.autograd import DeviceType
 
     events = list(events)
-    device = [e for e in events if e.device_type != DeviceType.CPU]  # kernels, memcpy, memset
-    if device and not all(hasattr(e, "linked_correlation_id") for e in device):
-        return _records_from_op_kernels(events, device)
-    ops = {e.id: e.name for e in events  # CPU ops: the frontend events kernels link to
-           if e.device_type == DeviceType.CPU and not e.is_async and getattr(e, "linked_correlation_id", 0) == 0}
-    out = []
-    for e in device:  # CPU events are ops and runtime calls (cudaLaunchKernel, cuLaunchKernelEx): host time
-        link = e.linked_correlation_id
-        out.append(KernelRecord(e.name, e.time_range.end - e.time_range.start, ops.get(link) if link else None))
-    return out
-
-
-def _records_from_op_kernels(events: list[Any], device: list[Any]) -> list[KernelRecord]:
-    """kernel_records for a torch whose events lack ``linked_correlation_id``: each op's ``kernels`` (Lab 02)."""
-    from torch.autograd import DeviceType
-
     out, linked = [], Counter()
     for e in events:
         if e.device_type == DeviceType.CPU and not e.is_async:
             for k in getattr(e, "kernels", ()):  # Kernel(name, device, duration), duration in µs
                 out.append(KernelRecord(k.name, k.duration, e.name))
                 linked[(k.name, k.duration)] += 1
-    for e in device:  # the device events no op claimed: charged by their own names
+    for e in events:  # CPU events are ops and runtime calls (cudaLaunchKernel, cuLaunchKernelEx): host time
+        if e.device_type == DeviceType.CPU:
+            continue
         key = (e.name, e.time_range.end - e.time_range.start)
         if linked[key]:
             linked[key] -= 1

@@ -106,8 +106,10 @@ def test_kernel_records_follow_the_profilers_correlation() -> None:
         return FunctionEvent(id=id_, name=name, thread=1, start_us=t0, end_us=t1, device_type=dev,
                              linked_correlation_id=link, is_async=is_async)
 
+    mm = ev(8, "aten::mm", 1, 19)  # CPU ops: ids their launches carry
+    mm.append_kernel("nvjet_sm90_tst_96x128_64x6_2x1_v_bz_NNN", 0, 12.5)  # as the parser does with the link below
     events = [
-        ev(7, "aten::linear", 0, 20), ev(8, "aten::mm", 1, 19),  # CPU ops: ids their launches carry
+        ev(7, "aten::linear", 0, 20), mm,
         ev(50, "cuLaunchKernelEx", 2, 3, link=8),  # the driver call: host time, linked too, not a kernel
         ev(51, "nvjet_sm90_tst_96x128_64x6_2x1_v_bz_NNN", 30, 42.5, DeviceType.CUDA, link=8),
         ev(60, "Memset (Device)", 43, 44, DeviceType.CUDA, link=0),  # no launcher linked
