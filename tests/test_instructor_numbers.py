@@ -1,9 +1,11 @@
-"""labs/INSTRUCTOR.md quotes only numbers the committed run reports hold (Lab 04's lines; issue 17, item 5).
+"""labs/INSTRUCTOR.md quotes only numbers the committed run reports hold (Labs 04 and 05; issue 17, item 5).
 
 Every number in Lab 04's row of the key-numbers table and in its "Time to run" line must be found in
 the committed report of that column's runtime: the CPU column in benchmarks/cpu-2core/report.json,
 the GPU column in benchmarks/nvidia-h100-80gb-hbm3/report.json (its latest Lab 04 entry: metrics,
 seconds, error text). A metric the report lacks is quoted as "awaits a GPU run", never as a figure.
+Lab 05's GPU column and full time come from benchmarks/nvidia-h200/report.json (its only GPU run
+with the current lab; the H100's were stopped by device limits).
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "labs" / "INSTRUCTOR.md"
 CPU_REPORT = ROOT / "benchmarks" / "cpu-2core" / "report.json"
 GPU_REPORT = ROOT / "benchmarks" / "nvidia-h100-80gb-hbm3" / "report.json"
+H200_REPORT = ROOT / "benchmarks" / "nvidia-h200" / "report.json"
 LAB = "04_mixed_precision"
+LAB05 = "05_train_tpu_serve_gpu"
 # Lab 04's metrics from issue 17: the GPU column says "awaits a GPU run" until the H100 report has them.
 NEW_GPU_METRICS = ("loss_gap_bf16_vs_fp32", "loss_noise_floor_fp32", "fp8_rel_err_current", "fp8_rel_err_delayed",
                    "fp8_rel_err_block", "fp8_speedup_vs_bf16", "bf16_speedup_vs_tf32_jax", "bf16_speedup_vs_tf32_torch",
@@ -70,16 +74,21 @@ def unbacked(text: str, entry: dict) -> list[str]:
     return [num + unit for num, unit in NUMBER.findall(text) if not any(quoted_matches(num, unit, v) for v in have)]
 
 
-def lab04_cells(guide: str) -> tuple[str, str, str]:
-    """(CPU cell, GPU cell, TPU cell) of Lab 04's row in the key-numbers table."""
-    row = next(line for line in guide.splitlines() if line.startswith("| 04 |"))
+def lab04_cells(guide: str, lab: str = "04") -> tuple[str, str, str]:
+    """(CPU cell, GPU cell, TPU cell) of a lab's row (Lab 04's by default) in the key-numbers table."""
+    row = next(line for line in guide.splitlines() if line.startswith(f"| {lab} |"))
     cells = [c.strip() for c in row.strip().strip("|").split(" | ")]
     return cells[1], cells[2], cells[3]
 
 
-def lab04_time_line(guide: str) -> str:
-    section = guide.split("### 04 ", 1)[1].split("\n### ", 1)[0]
-    return next(line for line in section.splitlines() if "Time to run" in line)
+def lab04_time_line(guide: str, lab: str = "04") -> str:
+    """A lab's "Time to run" line (Lab 04's by default), continuation lines included."""
+    section = guide.split(f"### {lab} ", 1)[1].split("\n### ", 1)[0]
+    lines = section.splitlines()
+    i = next(i for i, line in enumerate(lines) if "Time to run" in line)
+    rest = [line for line in lines[i + 1:]]
+    more = rest[:next((j for j, line in enumerate(rest) if not line.startswith("  ")), len(rest))]
+    return " ".join([lines[i]] + [line.strip() for line in more])
 
 
 def missing_metrics(entry: dict) -> list[str]:
@@ -117,6 +126,17 @@ def test_time_to_run_comes_from_the_reports(guide: str) -> None:
     smoke, _, full = line.partition("full")
     assert not unbacked(smoke.split("Time to run", 1)[1], lab_entry(json.loads(CPU_REPORT.read_text())))
     assert not unbacked(full, lab_entry(json.loads(GPU_REPORT.read_text())))
+
+
+def test_lab05_gpu_column_and_time_come_from_the_h200_report(guide: str) -> None:
+    _, gpu, _ = lab04_cells(guide, "05")
+    entry = lab_entry(json.loads(H200_REPORT.read_text()), LAB05)
+    assert "H200 measured" in gpu
+    assert not unbacked(gpu, entry), (f"INSTRUCTOR.md Lab 05 GPU column quotes {unbacked(gpu, entry)}: not in "
+                                      f"{H200_REPORT.relative_to(ROOT)} (commit {entry.get('commit')})")
+    smoke, _, full = lab04_time_line(guide, "05").partition("full")
+    assert not unbacked(smoke.split("Time to run", 1)[1], lab_entry(json.loads(CPU_REPORT.read_text()), LAB05))
+    assert not unbacked(full, entry)
 
 
 def test_the_check_fails_on_an_unbacked_number() -> None:
