@@ -19,10 +19,11 @@ from labkit.export.serve import ServeStats
 
 
 def _plain_log_ticks(ax: plt.Axes) -> None:
-    """Label a log y-axis that spans under a decade with plain numbers (1.5, 2), not 1.5x10^0 (Lab 05)."""
+    """Label a log y-axis spanning under two decades with plain numbers (1.5, 2, 20), not 2x10^0 (Lab 05)."""
     lo, hi = ax.get_ylim()
-    if lo > 0 and hi / lo < 10:
-        ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1, 1.5, 2, 3, 5, 7)))  # a few labels per decade
+    if lo > 0 and hi / lo < 100:  # wider spans keep matplotlib's powers of ten, one label per decade
+        subs = (1, 1.5, 2, 3, 5, 7) if hi / lo < 10 else (1, 2, 5)  # a few labels per decade
+        ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=subs))
         ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
         ax.yaxis.set_minor_formatter(ticker.NullFormatter())
 
@@ -65,7 +66,7 @@ def plot_serving_sweep(stats: Sequence[ServeStats]) -> Figure:
     clear = len(ranked) < 2 or max(tps[ranked[0]]) > FASTEST_MARGIN * max(tps[ranked[1]])
     fastest = (f"fastest: {ranked[0]}" if clear else
                f"{ranked[0]} and {ranked[1]} within {FASTEST_MARGIN - 1:.0%}: no clear fastest")
-    ax1.set_title(f"Batching multiplies tokens/s (at least {gain:.1f}x here); {fastest}", fontsize=10)
+    ax1.set_title(f"Batching multiplies tokens/s (at least {gain:.1f}x here)\n{fastest}", fontsize=10)
     ax1.legend(fontsize=8)
 
     b_max = batches[-1]
@@ -78,7 +79,7 @@ def plot_serving_sweep(stats: Sequence[ServeStats]) -> Figure:
         # whisker from p50 up to p95 only: the tail is what a server's users notice
         ax2.errorbar(x + dx, mid, yerr=[[0] * len(rows), [getattr(s, p95) - m for s, m in zip(rows, mid)]],
                      fmt="none", ecolor="k", capsize=3)
-    ax2.set_xticks(x, paths, rotation=15, fontsize=8)
+    ax2.set_xticks(x, paths, rotation=30, ha="right", fontsize=8)  # long names ("torch eager + CUDA graph")
     ax2.set_ylabel("latency (ms), whisker = p95")
     ratios = [s.ttft_p50_ms / s.tpot_p50_ms for s in rows]
     span = f"{min(ratios):.1f}x" if max(ratios) < 1.05 * min(ratios) else f"{min(ratios):.1f}-{max(ratios):.1f}x"

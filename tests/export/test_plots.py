@@ -53,7 +53,7 @@ def test_serving_sweep_titles_state_the_gain_the_fastest_path_and_the_ttft_ratio
     assert isinstance(fig, Figure)
     ax1, ax2 = fig.axes
     # least gain from batching: export 3.0x; fastest anywhere: jit (9000 tokens/s at batch 8)
-    assert ax1.get_title() == "Batching multiplies tokens/s (at least 3.0x here); fastest: jit"
+    assert ax1.get_title() == "Batching multiplies tokens/s (at least 3.0x here)\nfastest: jit"
     assert ax1.get_ylabel() == "throughput (generated tokens / s)"
     assert ax1.get_xlabel() == "batch size (sequences served together)"
     assert len(ax1.get_lines()) == 3 and [t.get_text() for t in ax1.get_xticklabels()] == ["1", "8"]
@@ -67,6 +67,19 @@ def test_serving_sweep_titles_state_the_gain_the_fastest_path_and_the_ttft_ratio
              _stat("jit", 1, 2000.0, 1.0, 0.5), _stat("jit", 8, 9000.0, 6.0, 1.0)]
     assert plots.plot_serving_sweep(close).axes[0].get_title().endswith("jit and eager within 10%: no clear fastest")
     assert [t.get_text() for t in ax2.get_xticklabels()] == ["eager", "jit", "export"]
+
+
+def test_log_axes_under_two_decades_read_as_plain_numbers():
+    # the H200's p99 TPOT spanned 1.3-12 ms: matplotlib labelled it 2x10^0, 3x10^0 ...
+    for lo, hi, want in ((1.3, 1.9, "1.5"), (1.3, 12.0, "2"), (1.3, 12.0, "5")):
+        fig, ax = plt.subplots()
+        ax.plot([0, 1], [lo, hi])
+        ax.set_yscale("log")
+        plots._plain_log_ticks(ax)
+        fig.canvas.draw()
+        labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+        assert want in labels and not any("times" in t or "^" in t for t in labels), labels
+        plt.close(fig)
 
 
 def _load(policy: str, rate: float, tps: float, ttft: float, tpot: float, goodput: float) -> LoadStats:
