@@ -6,7 +6,10 @@ requests/s, seeded), independent of how fast the server is, with mixed prompt an
 lengths. Two schedulers share one engine (``labkit.export.slots``) and differ only in admission:
 
 - **static batching**: a new batch starts only when every row of the last one has finished; a
-  row that finished early idles, and requests that arrive meanwhile wait;
+  row that finished early idles, and requests that arrive meanwhile wait. The batch's first tokens
+  leave together when its last prefill ends, as from the one padded prefill call a static server
+  makes (the engine prefills one row per call, so static TTFT is pessimistic by up to rows - 1
+  prefills, but no prefill gap lands between a row's first and second tokens);
 - **continuous batching**: before every decode step, waiting requests take any free row
   (prefill of that row alone), and finished requests leave at once.
 
@@ -193,10 +196,13 @@ def serve_open_loop(requests: Sequence[Request], engine: Any, policy: str = "con
         toks[r.id].append(int(token))
         return len(times[r.id]) == r.output_len
 
-    def admit(r: Request) -> None:
-        nonlocal done
+    def prefill(r: Request) -> tuple[Request, int, int]:
         row = free.pop(0)
-        if emit(r, timed(engine.admit, row, r.prompt)):  # a 1-token request is done at prefill
+        return r, row, timed(engine.admit, row, r.prompt)  # (request, its row, its first token)
+
+    def start(r: Request, row: int, first: int) -> None:
+        nonlocal done
+        if emit(r, first):  # a 1-token request is done at prefill
             engine.release(row)
             free.insert(0, row)
             done += 1
@@ -209,11 +215,12 @@ def serve_open_loop(requests: Sequence[Request], engine: Any, policy: str = "con
             now = max(now, pending[nxt].arrival_s)  # idle: jump to the next arrival
             continue
         if policy == "static" and not running:  # a new batch only when the last is done; it is
-            for r in [waiting.popleft() for _ in range(min(len(free), len(waiting)))]:  # fixed now
-                admit(r)
+            batch = [prefill(waiting.popleft()) for _ in range(min(len(free), len(waiting)))]  # fixed now
+            for started in batch:  # first tokens leave together, when the batch's last prefill ends,
+                start(*started)    # as from one padded prefill call (run here as one call per request)
         elif policy == "continuous":
             while free and waiting:
-                admit(waiting.popleft())
+                start(*prefill(waiting.popleft()))  # a newcomer's first token leaves at once
                 arrive()  # requests that came during this prefill may take the next free row
         if running:
             out = timed(engine.step)  # (slots,) next token of every row

@@ -56,12 +56,15 @@ def test_continuous_batching_timeline_and_metrics_by_hand() -> None:
 
 def test_static_batching_timeline_by_hand() -> None:
     traces, _ = _serve(ABC, "static")
-    # Batch {A, B}: t=1 A1, t=2 B1 (done; its row idles); C waits for the batch: steps t=3 A2,
-    # t=4 A3; then batch {C}: t=5 C1, t=6 C2.
-    assert [t.token_s for t in traces] == [(1.0, 3.0, 4.0), (2.0,), (5.0, 6.0)]
+    # Batch {A, B}: prefills end at t=1 and t=2, and the batch's first tokens leave together at
+    # t=2: A1, B1 (B done; its row idles); C waits for the batch: steps t=3 A2, t=4 A3; then
+    # batch {C}: t=5 C1, t=6 C2.
+    assert [t.token_s for t in traces] == [(2.0, 3.0, 4.0), (2.0,), (5.0, 6.0)]
+    # the prefill gap does not land inside A's stream: its tokens come a step apart (ITL 1, 1)
+    assert traces[0].itl_s == (1.0, 1.0) and traces[0].tpot_s == 1.0
     s = load.load_stats(traces, SLO(ttft_s=2.0, tpot_s=1.5), "static", 1.0)
     assert s.duration_s == 6.0
-    assert s.goodput == pytest.approx(2 / 6)  # A (TTFT 1, TPOT 1.5) and B meet it; C's TTFT is 4.5
+    assert s.goodput == pytest.approx(2 / 6)  # A (TTFT 2, TPOT 1) and B meet it; C's TTFT is 4.5
 
 
 def test_static_vs_continuous_head_of_line_blocking() -> None:
@@ -69,13 +72,14 @@ def test_static_vs_continuous_head_of_line_blocking() -> None:
     reqs = [_req(0, 0.0, 10, 5)] + [_req(i, 0.0, 10 * (i + 1), 1) for i in (1, 2, 3)]
     static, _ = _serve(reqs, "static")
     cont, _ = _serve(reqs, "continuous")
-    # static: batch {R0, R1}: R0@1, R1@2, R0's 4 steps end at 6; then {R2, R3}: R2@7, R3@8.
-    assert [t.ttft_s for t in static] == [1.0, 2.0, 7.0, 8.0]
+    # static: batch {R0, R1}: prefills end at 1, 2 -> R0@2, R1@2; R0's 4 steps end at 6; then
+    # {R2, R3}: prefills end at 7, 8 -> both @8.
+    assert [t.ttft_s for t in static] == [2.0, 2.0, 8.0, 8.0]
     # continuous: R2 and R3 take R1's freed row at once: @3, @4; R0's steps then run 5..8.
     assert [t.ttft_s for t in cont] == [1.0, 2.0, 3.0, 4.0]
     assert static[0].e2e_s == 6.0 and cont[0].e2e_s == 8.0  # the price: R0 waits for their prefills
     a, b = (load.load_stats(t, SLO(ttft_s=4.0)) for t in (static, cont))
-    assert a.ms("ttft", 50) == pytest.approx(4500) and b.ms("ttft", 50) == pytest.approx(2500)
+    assert a.ms("ttft", 50) == pytest.approx(5000) and b.ms("ttft", 50) == pytest.approx(2500)
     assert a.goodput == pytest.approx(2 / 8) and b.goodput == pytest.approx(4 / 8)  # same 8 s duration
 
 

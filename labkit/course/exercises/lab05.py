@@ -131,4 +131,4 @@ def check_tokens_per_s(fn: Callable[[int, int, float, float], float]) -> CheckRe
     ]
     return check_function("tokens/s", fn, tokens_per_s, cases, hints=hints,
                           explain="At small batch, decode is overhead- or memory-bound: a bigger batch shares "
-                                  "each launch and each weight read among more tokens, so tokens/s grows almost for free.")
+                                  "each launch and each weight read among more tokens, so tokens/s can grow with little extra time per step.")
