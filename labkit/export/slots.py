@@ -69,7 +69,7 @@ class TorchSlots:
         self.inp = torch.zeros(slots + 1, dtype=torch.long, device=self.device)  # tokens, then cur
         self.cur, self.shifts = s, 0
         self.last = np.zeros(slots, dtype=np.int64)  # each row's latest token, fed by the next step
-        self.name = "torch eager" + (" + CUDA graph" if graphs else "")
+        self.name = "torch eager" + (" + CUDA-graph decode" if graphs else "")  # prefill runs op by op
         self._capture = (capture or capture_cuda_graph) if graphs else (lambda fn: fn)
         self._run: Callable[[], Any] | None = None  # captured at the first step (real inputs in inp)
 

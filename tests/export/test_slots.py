@@ -59,7 +59,7 @@ def test_graph_capture_path_same_tokens(model, requests_alone) -> None:
     reqs, alone = requests_alone
     count = []
     engine = slots.TorchSlots(model, 4, device="cpu", graphs=True, capture=lambda fn: count.append(1) or fn)
-    assert engine.name == "torch eager + CUDA graph"
+    assert engine.name == "torch eager + CUDA-graph decode"
     traces = load.serve_open_loop(reqs, engine, "continuous")
     assert all(np.array_equal(np.array(t.tokens), a) for t, a in zip(traces, alone))
     assert count == [1]  # one decode graph for the whole run: rows join and leave, the shape stays
