@@ -10,6 +10,7 @@ with the current lab; the H100's were stopped by device limits).
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -74,20 +75,19 @@ def unbacked(text: str, entry: dict) -> list[str]:
     return [num + unit for num, unit in NUMBER.findall(text) if not any(quoted_matches(num, unit, v) for v in have)]
 
 
-def lab04_cells(guide: str, lab: str = "04") -> tuple[str, str, str]:
+def lab_cells(guide: str, lab: str = "04") -> tuple[str, str, str]:
     """(CPU cell, GPU cell, TPU cell) of a lab's row (Lab 04's by default) in the key-numbers table."""
     row = next(line for line in guide.splitlines() if line.startswith(f"| {lab} |"))
     cells = [c.strip() for c in row.strip().strip("|").split(" | ")]
     return cells[1], cells[2], cells[3]
 
 
-def lab04_time_line(guide: str, lab: str = "04") -> str:
+def lab_time_line(guide: str, lab: str = "04") -> str:
     """A lab's "Time to run" line (Lab 04's by default), continuation lines included."""
     section = guide.split(f"### {lab} ", 1)[1].split("\n### ", 1)[0]
     lines = section.splitlines()
     i = next(i for i, line in enumerate(lines) if "Time to run" in line)
-    rest = [line for line in lines[i + 1:]]
-    more = rest[:next((j for j, line in enumerate(rest) if not line.startswith("  ")), len(rest))]
+    more = itertools.takewhile(lambda line: line.startswith("  "), lines[i + 1:])  # indented continuation
     return " ".join([lines[i]] + [line.strip() for line in more])
 
 
@@ -105,13 +105,13 @@ def guide() -> str:
 
 
 def test_cpu_column_numbers_come_from_the_cpu_report(guide: str) -> None:
-    cpu, _, _ = lab04_cells(guide)
+    cpu, _, _ = lab_cells(guide)
     entry = lab_entry(json.loads(CPU_REPORT.read_text()))
     assert not unbacked(cpu, entry), f"INSTRUCTOR.md Lab 04 CPU column quotes {unbacked(cpu, entry)}: not in {CPU_REPORT.name}"
 
 
 def test_gpu_column_numbers_come_from_the_h100_report(guide: str) -> None:
-    _, gpu, _ = lab04_cells(guide)
+    _, gpu, _ = lab_cells(guide)
     entry = lab_entry(json.loads(GPU_REPORT.read_text()))
     assert not unbacked(gpu, entry), (f"INSTRUCTOR.md Lab 04 GPU column quotes {unbacked(gpu, entry)}: not in "
                                       f"{GPU_REPORT.relative_to(ROOT)} (latest Lab 04 run, commit {entry.get('commit')})")
@@ -122,19 +122,19 @@ def test_gpu_column_numbers_come_from_the_h100_report(guide: str) -> None:
 
 
 def test_time_to_run_comes_from_the_reports(guide: str) -> None:
-    line = lab04_time_line(guide)
+    line = lab_time_line(guide)
     smoke, _, full = line.partition("full")
     assert not unbacked(smoke.split("Time to run", 1)[1], lab_entry(json.loads(CPU_REPORT.read_text())))
     assert not unbacked(full, lab_entry(json.loads(GPU_REPORT.read_text())))
 
 
 def test_lab05_gpu_column_and_time_come_from_the_h200_report(guide: str) -> None:
-    _, gpu, _ = lab04_cells(guide, "05")
+    _, gpu, _ = lab_cells(guide, "05")
     entry = lab_entry(json.loads(H200_REPORT.read_text()), LAB05)
     assert "H200 measured" in gpu
     assert not unbacked(gpu, entry), (f"INSTRUCTOR.md Lab 05 GPU column quotes {unbacked(gpu, entry)}: not in "
                                       f"{H200_REPORT.relative_to(ROOT)} (commit {entry.get('commit')})")
-    smoke, _, full = lab04_time_line(guide, "05").partition("full")
+    smoke, _, full = lab_time_line(guide, "05").partition("full")
     assert not unbacked(smoke.split("Time to run", 1)[1], lab_entry(json.loads(CPU_REPORT.read_text()), LAB05))
     assert not unbacked(full, entry)
 
@@ -147,4 +147,4 @@ def test_the_check_fails_on_an_unbacked_number() -> None:
     assert unbacked("agree to 1e-3; 45% zero; ends with 3.75.", entry) == ["1e-3", "45%", "3.75"]
     assert missing_metrics(entry) == list(NEW_GPU_METRICS)
     row = "| 04 | a 44% | b 1.37x | c |"
-    assert lab04_cells(row) == ("a 44%", "b 1.37x", "c")
+    assert lab_cells(row) == ("a 44%", "b 1.37x", "c")

@@ -312,3 +312,15 @@ def sweep(decoders: Sequence[Any], batches: Sequence[int], prompt_len: int, new_
           repeats: int = 5) -> list[ServeStats]:
     """benchmark() for every decoder and batch size (Lab 05)."""
     return [benchmark(d, b, prompt_len, new_tokens, repeats) for d in decoders for b in batches]
+
+
+def torch_over_jax(stats: Sequence[ServeStats], batch: int) -> dict[str, Any] | None:
+    """(Lab 05) At `batch`: the fastest torch path against JAX jit, tokens/s ratios; None if either is missing."""
+    torch_rows = {s.path: s.tokens_per_s for s in stats if s.batch == batch and s.path.startswith("torch")}
+    jax_tps = next((s.tokens_per_s for s in stats if s.batch == batch and s.path == "JAX jit"), None)
+    if not torch_rows or jax_tps is None:
+        return None
+    best = max(torch_rows, key=torch_rows.get)
+    return {"batch": batch, "best_torch_path": best, "best_torch_tokens_per_s": torch_rows[best],
+            "jax_jit_tokens_per_s": jax_tps, "best_torch_over_jax": torch_rows[best] / jax_tps,
+            "by_path": {p: v / jax_tps for p, v in torch_rows.items()}}  # every torch path / JAX jit

@@ -98,13 +98,15 @@ def leak_ratio(framework: str, cfg: GPTConfig, precision: str, flat: dict[str, n
     cut = seq // 2 if cut is None else cut
     if not 1 <= cut < seq:
         raise ValueError(f"cut must be in [1, {seq - 1}] for sequences of {seq} tokens, got {cut}")
-    if framework == "jax":
-        run = lambda x: _jax_logits(cfg, precision, flat, x)  # noqa: E731
-    elif framework == "torch":
-        run = lambda x: _torch_logits(cfg, precision, flat, x, device)  # noqa: E731
-    else:
+    if framework not in ("jax", "torch"):
         raise ValueError(f"framework must be 'jax' or 'torch', got {framework!r}")
-    flat = attention_heavy(flat, cfg.d_model)
+    heavy = attention_heavy(flat, cfg.d_model)
+
+    def run(x: np.ndarray) -> np.ndarray:  # logits (batch, seq, vocab), fp32
+        if framework == "jax":
+            return _jax_logits(cfg, precision, heavy, x)
+        return _torch_logits(cfg, precision, heavy, x, device)
+
     a, b = run(tokens), run(_perturbed(tokens, cut, cfg.vocab_size, seed))
     before = float(np.max(np.abs(a[:, :cut] - b[:, :cut])))
     after = float(np.max(np.abs(a[:, cut:] - b[:, cut:])))

@@ -150,3 +150,16 @@ def test_kv_cache_bytes_matches_the_allocated_cache() -> None:
     assert kv_cache.kv_cache_bytes(CFG, 3, 20) == k.numel() * 4 + v.numel() * 4
     kj, vj = kv_cache.jax_new_cache(CFG, 3, 20)
     assert kv_cache.kv_cache_bytes(CFG, 3, 20, 4) == kj.nbytes + vj.nbytes
+
+
+def test_torch_over_jax_picks_the_fastest_torch_path_and_divides_by_jax_jit() -> None:
+    def st(path: str, batch: int, tps: float) -> serve.ServeStats:
+        return serve.ServeStats(path, batch, 4, 4, 1.0, 1.0, 1.0, 1.0, tps, 1)
+
+    stats = [st("torch eager", 1, 100.0), st("torch eager + CUDA graph", 1, 300.0), st("JAX jit", 1, 200.0),
+             st("StableHLO", 1, 900.0), st("torch eager", 8, 50.0)]
+    cmp = serve.torch_over_jax(stats, 1)
+    assert cmp["best_torch_path"] == "torch eager + CUDA graph" and cmp["best_torch_over_jax"] == 1.5
+    assert cmp["by_path"] == {"torch eager": 0.5, "torch eager + CUDA graph": 1.5}  # StableHLO is not torch
+    assert cmp["jax_jit_tokens_per_s"] == 200.0 and cmp["best_torch_tokens_per_s"] == 300.0
+    assert serve.torch_over_jax(stats, 8) is None  # no JAX jit row at batch 8
