@@ -10,6 +10,9 @@ times, and MFU against the spec peak (labkit.runtime.hardware) and the measured 
 method). Goals (issue 4, H100/H200-class GPU): >= 45% MFU for Flax, >= 40% for torch.compile.
 FLOPs use the "palm" variant of labkit.measure.flops (6N + 12LHQT, N = every parameter). Step times
 come from labkit.measure.steptime.time_step, Lab 02's timer: the median repeat (bench.TIMING_RULE).
+The Flax step is then traced (jax.profiler) and its device time charged to what the compiled HLO
+says each op is (labkit.measure.xla_breakdown): "jax.device_time" in the JSON, and one printed
+line saying what limited the step (--no-breakdown skips it).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 import labkit
 from _results import default_path
-from labkit.measure import bench, flops, mfu, roofline, steptime
+from labkit.measure import bench, flops, mfu, roofline, steptime, xla_breakdown
 from labkit.gpt import data
 from labkit.runtime import versions
 from labkit.gpt.torch_model import TorchGPT
@@ -48,6 +51,20 @@ def _timing(t: bench.Timing, flops_per_step: float, tokens: int, peaks: dict[str
     return out
 
 
+def _jax_device_time(jt: Any, batch: Any, step_s: float, matmul_flops: float, peak: float) -> dict[str, Any]:
+    """Trace three Flax steps and say where their device time went (issue 15: what limits the Flax step)."""
+    text = jt.lower(*batch).compile().as_text()  # the program step_fn runs (jit's cache: no new compile)
+    try:
+        b = xla_breakdown.trace_step(lambda: jt.step(*batch), text, steps=3)
+    except Exception as e:  # noqa: BLE001 -- a profiler that cannot start (no CUPTI) must not lose the timings
+        print(f"device-time breakdown skipped: {type(e).__name__}: {e}")
+        return {"error": f"{type(e).__name__}: {e}"}
+    out = {**xla_breakdown.summary(b, step_s), "top_ops": b.top_ops(xla_breakdown.classify_hlo(text)),
+           "limited_by": xla_breakdown.limited_by(b, step_s, matmul_flops, peak)}
+    print(out["limited_by"])
+    return out
+
+
 def main() -> None:
     """(Lab 02) Measure both frameworks' training step once and write the JSON result."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -57,6 +74,7 @@ def main() -> None:
     ap.add_argument("--seq", type=int, help="tokens per sequence (default: the model's seq_len)")
     ap.add_argument("--torch-compile", choices=("auto", "on", "off"), default="auto",
                     help="auto: torch.compile on GPU/TPU, eager on CPU (compiling takes minutes there)")
+    ap.add_argument("--no-breakdown", action="store_true", help="skip tracing the Flax step's device time")
     ap.add_argument("--out", type=Path, help="JSON path (default benchmarks/results/mfu_<device>_<host>.json)")
     args = ap.parse_args()
 
@@ -103,6 +121,8 @@ def main() -> None:
     xla = flops.xla_count(jt.lower(*jb[0], xla_attention=True))  # cuDNN attention hides its dots
     t_jax = steptime.time_step(jt, jb, prof["repeats"])  # Lab 02's step timer: same warm-up, median
     print(t_jax)
+    device_time = None if args.no_breakdown else _jax_device_time(jt, jb[0], t_jax.median_s, xla.matmul_flops,
+                                                                  peaks["measured"].flops)
 
     tt = TorchTrainer(load_flat_params(TorchGPT(cfg), init), opt, dtype=dtype, compile=compile_torch, device=tdev)
     tb = steptime.step_batches(tt, train, batch, seq)
@@ -128,7 +148,8 @@ def main() -> None:
         "flops_per_token": flops.flops_per_token(cfg, seq, "palm"), "flops_per_step": fps,
         "xla_matmul_flops_per_step": xla.matmul_flops, "xla_all_ops_flops_per_step": xla.flops_program,
         "peaks": {k: {"tflops": p.flops / 1e12, "label": p.label()} for k, p in peaks.items()},
-        "jax": {**res_jax, "mode": "jax.jit (Flax NNX, optax AdamW)", "first_step_s": jax_compile_s},
+        "jax": {**res_jax, "mode": "jax.jit (Flax NNX, optax AdamW)", "first_step_s": jax_compile_s,
+                "device_time": device_time},
         "torch": {**res_torch, "mode": "torch.compile" if compile_torch else "eager (torch.compile skipped on CPU)",
                   "first_step_s": torch_compile_s},
         "goals": goal,

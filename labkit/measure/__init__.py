@@ -11,5 +11,6 @@ Modules:
 - ``mfu``       model FLOPs utilization over a named peak, with the step time and tokens/s beside it
 - ``steptime``  one step timer for every step time Lab 02 reports; when two measurements of a step agree
 - ``breakdown``  where a step's time goes: GPU kernels charged to the op that launched them, CPU self time
+- ``xla_breakdown``  the same for a jitted JAX step: traced ops charged by what the compiled HLO says they are
 - ``plots``     Lab 02's pictures: timing mistakes, MFU sweeps, where the step's time goes, training curves
 """

@@ -1,0 +1,276 @@
+"""Where a jitted JAX step's device time goes: each traced op charged by what the compiled HLO says it is (bench_mfu, Lab 02).
+
+The JAX profiler (``jax.profiler.trace``) records every kernel XLA launches with two stats,
+``hlo_module`` and ``hlo_op``: the compiled program and the HLO instruction the kernel runs
+(on a GPU the kernels sit on the ``/device:GPU:N`` plane's stream lines; on a CPU each thunk is an
+event on the host plane, and several threads can run thunks at once). The instruction is then
+looked up in the compiled program's own HLO text (``compiled.as_text()``), which says what it is
+whatever the kernel is called:
+
+- **matmul**: a ``dot``/``convolution``, a fusion around one (XLA:CPU's, or a Triton GEMM fusion
+  on a GPU), or a library call to cuBLAS (``__cublas$gemm``, ``__cublas$lt$matmul``);
+- **attention**: a call to cuDNN's fused attention (``__cudnn$fmha*``);
+- **collectives**, **copies and transposes**, **reductions** (LayerNorm, softmax, the loss, gradient
+  sums), **elementwise** fusions, and **other**.
+
+While a trace is active XLA:GPU runs its command buffers (CUDA graphs) thunk by thunk, so each
+kernel keeps its annotation: kernel times are right, but the gaps between kernels are the traced
+run's, which is why the step time these are compared with is the untraced timer's.
+
+Each instruction also gets a *phase* from the name stack JAX writes into its ``op_name``:
+``transpose(jvp(...))`` is the backward pass, ``jvp(...)`` the forward pass, the rest (optax's
+update, the loss scale) is the optimizer. The pure parts, :func:`classify_hlo`, :func:`select_events`
+and :func:`attribute`, take text and plain records, so the GPU's trace layout is tested on the CPU.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+import tempfile
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+MATMUL, ATTENTION = "matmul", "attention (cuDNN)"
+COLLECTIVE, LAYOUT, REDUCTION = "collectives", "copies and transposes", "reductions (norms, softmax, loss)"
+ELEMENTWISE, OTHER = "elementwise fusions", "other"
+CATEGORIES = (MATMUL, ATTENTION, REDUCTION, ELEMENTWISE, LAYOUT, COLLECTIVE, OTHER)
+FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer and rest"
+PHASES = (FORWARD, BACKWARD, OPTIMIZER)
+
+_COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+_LAYOUT_OPS = {"copy", "transpose", "copy-start", "copy-done", "bitcast", "reshape"}
+_PLUMBING = {"parameter", "bitcast", "reshape", "constant", "tuple", "get-tuple-element", "broadcast"}
+# `%name = type opcode(` -- the type may be a tuple "(f32[2], u8[0])" or carry a layout "{1,0}".
+_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(\(.*?\)|\S+)\s+([a-z][\w\-]*)\(")
+_COMP = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s*[\s(].*\{\s*$")
+_CALLS = re.compile(r"(?:calls|to_apply)=%?([\w.\-]+)")
+_TARGET = re.compile(r'custom_call_target="([^"]+)"')
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+
+
+@dataclass(frozen=True)
+class HloOp:
+    """One top-level instruction of a compiled program: what it is and which pass it belongs to (bench_mfu)."""
+
+    name: str
+    opcode: str
+    category: str
+    phase: str
+    target: str = ""  # custom-call target, e.g. "__cublas$lt$matmul"; "" for other ops
+
+
+def _parse(hlo_text: str) -> tuple[dict[str, list[tuple[str, str, str, str, str]]], str]:
+    """Computations -> [(name, opcode, target, called computation, op_name)], and the module's name."""
+    comps: dict[str, list[tuple[str, str, str, str, str]]] = {}
+    module, current = "", None
+    for line in hlo_text.splitlines():
+        if line.startswith("HloModule "):
+            module = line.split()[1].rstrip(",")
+            continue
+        m = _INSTR.match(line)
+        if m and current is not None:
+            calls, target, op_name = _CALLS.search(line), _TARGET.search(line), _OP_NAME.search(line)
+            comps[current].append((m.group(1), m.group(3), target.group(1) if target else "",
+                                   calls.group(1) if calls else "", op_name.group(1) if op_name else ""))
+            continue
+        c = _COMP.match(line)
+        if c and "=" not in line.split("{")[0]:
+            current = c.group(1)
+            comps[current] = []
+    return comps, module
+
+
+def _category(opcode: str, target: str, inner: set[str]) -> str:
+    t = target.lower()
+    if opcode == "custom-call":
+        if "fmha" in t or "attention" in t:
+            return ATTENTION
+        if "gemm" in t or "matmul" in t or "cublas" in t:
+            return MATMUL
+        return OTHER
+    ops = inner | {opcode}
+    if ops & {"dot", "convolution"}:
+        return MATMUL
+    if any(o.startswith(c) for o in ops for c in _COLLECTIVES):
+        return COLLECTIVE
+    if opcode in _LAYOUT_OPS or (opcode == "fusion" and inner - _PLUMBING <= _LAYOUT_OPS):
+        return LAYOUT
+    if ops & {"reduce", "reduce-window", "scatter", "sort"}:
+        return REDUCTION
+    if opcode == "fusion" or inner:
+        return ELEMENTWISE
+    return OTHER
+
+
+def _phase(op_name: str) -> str:
+    if "transpose(" in op_name:  # JAX's name stack: the VJP of the forward pass
+        return BACKWARD
+    return FORWARD if "jvp(" in op_name else OPTIMIZER
+
+
+def classify_hlo(hlo_text: str) -> dict[str, HloOp]:
+    """Every instruction of a compiled program's HLO text, by name: category and phase (bench_mfu)."""
+    comps, _ = _parse(hlo_text)
+    if not comps:
+        raise ValueError("no HLO computations found: pass the compiled program's text, "
+                         "jax.jit(f).lower(...).compile().as_text()")
+
+    def inner_ops(comp: str, seen: frozenset[str] = frozenset()) -> set[str]:
+        out: set[str] = set()
+        for _, opcode, _, calls, _ in comps.get(comp, []):
+            out.add(opcode)
+            if calls and calls not in seen:  # a fusion inside a fusion, a reduce's region
+                out |= inner_ops(calls, seen | {comp})
+        return out
+
+    ops = {}
+    for instrs in comps.values():
+        for name, opcode, target, calls, op_name in instrs:
+            inner = inner_ops(calls) if calls and opcode in ("fusion", "custom-call") else set()
+            ops[name] = HloOp(name, opcode, _category(opcode, target, inner), _phase(op_name), target)
+    return ops
+
+
+def module_name(hlo_text: str) -> str:
+    """The ``HloModule`` name of a compiled program, the ``hlo_module`` its trace events carry (bench_mfu)."""
+    return _parse(hlo_text)[1]
+
+
+@dataclass(frozen=True)
+class Record:
+    """One trace event, flattened from the profiler's XSpace (bench_mfu)."""
+
+    plane: str  # "/device:GPU:0", "/host:CPU"
+    line: str  # "Stream #14(Compute)", "tf_XLAPjRtCpuClient/...", "XLA Ops"
+    name: str  # kernel or thunk name
+    duration_ns: float
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def select_events(records: Iterable[Record], module: str) -> tuple[list[tuple[str, float]], str]:
+    """The (hlo op, ns) events of ``module``: device planes where the trace has them, else the host's (bench_mfu).
+
+    GPU: kernels on ``/device:GPU:N`` stream lines carry ``hlo_op`` (an annotation path ``a::b``:
+    the last part is the instruction) and ``hlo_module``. A device plane's ``XLA Ops`` line (TPU
+    traces, derived timelines) names the op in the event itself and is used instead of the plane's
+    other lines, so no time is counted twice. CPU: thunks on the host plane, ``hlo_op`` stats.
+    """
+    records = list(records)
+    device = [r for r in records if r.plane.startswith("/device:")
+              and ("hlo_op" in r.stats or r.line == "XLA Ops")]
+    source = device or [r for r in records if "hlo_op" in r.stats]
+    where = "device planes" if device else "host threads (a CPU runs XLA's thunks there)"
+    xla_ops_planes = {r.plane for r in source if r.line == "XLA Ops"}
+    out = []
+    for r in source:
+        if r.plane in xla_ops_planes and r.line != "XLA Ops":
+            continue
+        if str(r.stats.get("hlo_module", module)) != module:
+            continue  # another program's kernels (a warm-up's, the profiler's own)
+        op = str(r.stats.get("hlo_op", r.name)).split("::")[-1]
+        out.append((op, float(r.duration_ns)))
+    return out, where
+
+
+@dataclass(frozen=True)
+class XlaBreakdown:
+    """Device time of ``steps`` runs of one compiled program, per category, phase and op (bench_mfu)."""
+
+    by_category_ns: dict[str, float]
+    by_phase_ns: dict[str, float]
+    by_op_ns: dict[str, float]
+    unknown_ns: float  # events naming an op the HLO text does not have
+    steps: int
+    source: str  # where the events came from: device planes or host threads
+
+    @property
+    def busy_ns(self) -> float:
+        """Summed event time: kernels that overlap (streams, CPU threads) each count (bench_mfu)."""
+        return sum(self.by_category_ns.values()) + self.unknown_ns
+
+    def per_step_ms(self) -> dict[str, float]:
+        """Category -> ms per step, largest first (bench_mfu)."""
+        rows = sorted(self.by_category_ns.items(), key=lambda kv: -kv[1])
+        return {k: v / 1e6 / self.steps for k, v in rows if v > 0}
+
+    def top_ops(self, ops: dict[str, HloOp], n: int = 10) -> list[dict[str, Any]]:
+        """The ``n`` ops with the most device time: name, category, phase, ms per step (bench_mfu)."""
+        rows = sorted(self.by_op_ns.items(), key=lambda kv: -kv[1])[:n]
+        return [{"op": k, "category": ops[k].category if k in ops else "unknown",
+                 "phase": ops[k].phase if k in ops else "unknown",
+                 "target": ops[k].target if k in ops else "", "ms_per_step": v / 1e6 / self.steps}
+                for k, v in rows]
+
+
+def attribute(events: Iterable[tuple[str, float]], ops: dict[str, HloOp], steps: int,
+              source: str = "") -> XlaBreakdown:
+    """Sum each (op, ns) event into its HLO category and phase (bench_mfu)."""
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1 (the number of traced runs), got {steps!r}")
+    cat: dict[str, float] = dict.fromkeys(CATEGORIES, 0.0)
+    phase: dict[str, float] = dict.fromkeys(PHASES, 0.0)
+    by_op: Counter[str] = Counter()
+    unknown = 0.0
+    for op, ns in events:
+        by_op[op] += ns
+        if op in ops:
+            cat[ops[op].category] += ns
+            phase[ops[op].phase] += ns
+        else:
+            unknown += ns
+    return XlaBreakdown(cat, phase, dict(by_op), unknown, steps, source)
+
+
+def records(profile: Any) -> list[Record]:
+    """Flatten a ``jax.profiler.ProfileData`` into :class:`Record` s (bench_mfu)."""
+    out = []
+    for plane in profile.planes:
+        for line in plane.lines:
+            for e in line.events:
+                out.append(Record(plane.name, line.name, e.name, float(e.duration_ns), dict(e.stats)))
+    return out
+
+
+def trace_step(run: Callable[[], Any], compiled_text: str, steps: int = 3) -> XlaBreakdown:
+    """Trace ``steps`` calls of ``run`` (one compiled program, already warm) and attribute its time (bench_mfu)."""
+    import jax
+
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps!r}")
+    ops, module = classify_hlo(compiled_text), module_name(compiled_text)
+    with tempfile.TemporaryDirectory() as d:
+        with jax.profiler.trace(d):
+            for _ in range(steps):
+                jax.block_until_ready(run())
+        files = glob.glob(f"{d}/**/*.xplane.pb", recursive=True)
+        if not files:
+            raise RuntimeError(f"jax.profiler.trace wrote no .xplane.pb under {d}; is another trace running?")
+        profile = jax.profiler.ProfileData.from_file(files[0])
+        events, source = select_events(records(profile), module)
+    if not events:
+        raise RuntimeError(f"the trace has no events of module {module!r}: was `run` calling that compiled program?")
+    return attribute(events, ops, steps, source)
+
+
+def summary(b: XlaBreakdown, step_s: float) -> dict[str, Any]:
+    """JSON-ready figures: ms per step by category and phase, and how busy the device was (bench_mfu)."""
+    busy_ms = b.busy_ns / 1e6 / b.steps
+    by_phase = {k: v / 1e6 / b.steps for k, v in b.by_phase_ns.items()}
+    return {"source": b.source, "step_ms": step_s * 1e3, "busy_ms_per_step": busy_ms,
+            "busy_over_step": busy_ms / (step_s * 1e3), "by_category_ms": b.per_step_ms(),
+            "by_phase_ms": by_phase, "unknown_ms": b.unknown_ns / 1e6 / b.steps}
+
+
+def limited_by(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: float) -> str:
+    """One sentence: where the step's time went and how fast its matmuls ran against ``peak_flops`` (bench_mfu)."""
+    per = defaultdict(float, b.per_step_ms())
+    mm_ms = per[MATMUL] + per[ATTENTION]
+    busy_ms, step_ms = b.busy_ns / 1e6 / b.steps, step_s * 1e3
+    rate = matmul_flops / (mm_ms / 1e3) if mm_ms > 0 else float("nan")
+    rest = sorted(((k, v) for k, v in per.items() if k not in (MATMUL, ATTENTION)), key=lambda kv: -kv[1])
+    top = ", ".join(f"{k} {v:.1f} ms" for k, v in rest[:3])
+    return (f"{step_ms:.1f} ms/step: matmul + attention kernels {mm_ms:.1f} ms at {rate / 1e12:.3g} TFLOP/s "
+            f"({rate / peak_flops:.0%} of the {peak_flops / 1e12:.3g} TFLOP/s peak); other kernels "
+            f"{busy_ms - mm_ms:.1f} ms ({top}); kernel time {busy_ms:.1f} ms = {busy_ms / step_ms:.0%} of the step")

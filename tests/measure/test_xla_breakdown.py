@@ -1,0 +1,173 @@
+"""labkit.measure.xla_breakdown: HLO classification, trace layouts of each runtime, attribution."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from labkit.measure import xla_breakdown as xb
+
+# The shapes XLA:GPU's compiled text takes on an H100 (jax 0.11): a cuBLAS-Lt library call, cuDNN's
+# fused attention forward and backward, a Triton GEMM fusion (kind=kCustom around a dot), a LayerNorm
+# reduction (kInput), an AdamW update (kLoop), a transpose-only fusion, an async all-reduce.
+GPU_HLO = """HloModule jit_step, is_scheduled=true, entry_computation_layout={(bf16[8,8]{1,0})->bf16[8,8]{1,0}}
+
+%gemm_fusion_dot.1_computation (parameter_0: bf16[8,8], parameter_1: bf16[8,8]) -> bf16[8,8] {
+  %parameter_0 = bf16[8,8]{1,0} parameter(0)
+  %parameter_1 = bf16[8,8]{1,0} parameter(1)
+  ROOT %dot.3 = bf16[8,8]{1,0} dot(%parameter_0, %parameter_1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+%region_0.1 (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %add.1 = f32[] add(%a, %b)
+}
+
+%fused_reduce (param_0: f32[8,8]) -> f32[8] {
+  %param_0 = f32[8,8]{1,0} parameter(0)
+  %constant.1 = f32[] constant(0)
+  ROOT %reduce.1 = f32[8]{0} reduce(%param_0, %constant.1), dimensions={1}, to_apply=%region_0.1
+}
+
+%fused_adam (param_0.1: f32[8,8], param_1.1: f32[8,8]) -> f32[8,8] {
+  %param_0.1 = f32[8,8]{1,0} parameter(0)
+  %param_1.1 = f32[8,8]{1,0} parameter(1)
+  %multiply.1 = f32[8,8]{1,0} multiply(%param_0.1, %param_1.1)
+  ROOT %sqrt.1 = f32[8,8]{1,0} sqrt(%multiply.1)
+}
+
+%fused_transpose (param_0.2: bf16[8,8]) -> bf16[8,8] {
+  %param_0.2 = bf16[8,8]{1,0} parameter(0)
+  ROOT %transpose.1 = bf16[8,8]{0,1} transpose(%param_0.2), dimensions={1,0}
+}
+
+ENTRY %main.99 (p0: bf16[8,8], p1: f32[8,8]) -> bf16[8,8] {
+  %p0 = bf16[8,8]{1,0} parameter(0)
+  %p1 = f32[8,8]{1,0} parameter(1)
+  %cublas-lt-matmul.2 = (bf16[8,8]{1,0}, s8[1024]{0}) custom-call(%p0, %p0), custom_call_target="__cublas$lt$matmul", metadata={op_name="jit(step)/jvp()/dot_general"}, backend_config={"gemm_backend_config":{"alpha_real":1}}
+  %custom-call.7 = (bf16[1,8,1,8]{3,2,1,0}, f32[1,1,8]{2,1,0}, u8[0]{0}) custom-call(%p0, %p0, %p0), custom_call_target="__cudnn$fmhaSoftmax", metadata={op_name="jit(step)/jvp()/dot_product_attention"}
+  %custom-call.8 = (bf16[1,8,1,8]{3,2,1,0}, u8[0]{0}) custom-call(%p0, %p0), custom_call_target="__cudnn$fmhaSoftmaxBackward", metadata={op_name="jit(step)/transpose(jvp())/dot_product_attention"}
+  %gemm_fusion_dot.1 = bf16[8,8]{1,0} fusion(%p0, %p0), kind=kCustom, calls=%gemm_fusion_dot.1_computation, metadata={op_name="jit(step)/transpose(jvp())/dot_general"}, backend_config={"fusion_backend_config":{"kind":"__triton_gemm"}}
+  %input_reduce_fusion = f32[8]{0} fusion(%p1), kind=kInput, calls=%fused_reduce, metadata={op_name="jit(step)/jvp()/reduce_sum"}
+  %loop_sqrt_fusion = f32[8,8]{1,0} fusion(%p1, %p1), kind=kLoop, calls=%fused_adam, metadata={op_name="jit(step)/sqrt"}
+  %loop_transpose_fusion = bf16[8,8]{0,1} fusion(%p0), kind=kLoop, calls=%fused_transpose, metadata={op_name="jit(step)/transpose(jvp())/transpose"}
+  %all-reduce-start = f32[8,8]{1,0} all-reduce-start(%p1), replica_groups={}, to_apply=%region_0.1
+  %copy.4 = bf16[8,8]{1,0} copy(%p0)
+  ROOT %tuple = (bf16[8,8]{1,0}) tuple(%copy.4)
+}
+"""
+
+
+def test_classify_hlo_reads_what_each_gpu_op_is_not_its_kernel_name() -> None:
+    ops = xb.classify_hlo(GPU_HLO)
+    want = {"cublas-lt-matmul.2": (xb.MATMUL, xb.FORWARD), "custom-call.7": (xb.ATTENTION, xb.FORWARD),
+            "custom-call.8": (xb.ATTENTION, xb.BACKWARD), "gemm_fusion_dot.1": (xb.MATMUL, xb.BACKWARD),
+            "input_reduce_fusion": (xb.REDUCTION, xb.FORWARD), "loop_sqrt_fusion": (xb.ELEMENTWISE, xb.OPTIMIZER),
+            "loop_transpose_fusion": (xb.LAYOUT, xb.BACKWARD), "all-reduce-start": (xb.COLLECTIVE, xb.OPTIMIZER),
+            "copy.4": (xb.LAYOUT, xb.OPTIMIZER)}
+    assert {k: (ops[k].category, ops[k].phase) for k in want} == want
+    assert ops["cublas-lt-matmul.2"].target == "__cublas$lt$matmul"
+    assert xb.module_name(GPU_HLO) == "jit_step"
+
+
+def test_classify_hlo_rejects_text_that_is_not_hlo() -> None:
+    with pytest.raises(ValueError, match="compile\\(\\).as_text"):
+        xb.classify_hlo("not a program")
+
+
+def _gpu_records() -> list[xb.Record]:
+    """A GPU trace as the profiler writes it: kernels on device stream lines, launches on the host."""
+    kernel = lambda op, ns, module="jit_step": xb.Record(  # noqa: E731
+        "/device:GPU:0", "Stream #14(Compute)", "nvjet_hsh_256x128_64x4_2x1_v_bz_coopB_NNT", ns,
+        {"kernel_details": "regs:168 grid:132,1,1", "hlo_op": op, "hlo_module": module, "correlation_id": 7})
+    return [
+        kernel("cublas-lt-matmul.2", 4000.0),
+        kernel("custom-call.7", 3000.0),
+        kernel("jit_step::loop_sqrt_fusion", 1000.0),  # an annotation path: the op is the last part
+        kernel("fusion.1", 500.0, module="jit__lambda"),  # another program: not this step's
+        xb.Record("/device:GPU:0", "Stream #14(Compute)", "Memcpy DtoD", 800.0, {"memcpy_details": "kind:DtoD"}),
+        xb.Record("/host:CPU", "tf_XLAPjRtGpuClient", "cuLaunchKernelEx", 9000.0,
+                  {"hlo_op": "cublas-lt-matmul.2", "hlo_module": "jit_step"}),  # host side of a launch
+    ]
+
+
+def test_select_events_takes_gpu_kernels_not_host_launches_or_other_programs() -> None:
+    events, source = xb.select_events(_gpu_records(), "jit_step")
+    assert source == "device planes"
+    assert events == [("cublas-lt-matmul.2", 4000.0), ("custom-call.7", 3000.0), ("loop_sqrt_fusion", 1000.0)]
+
+
+def test_select_events_uses_a_device_planes_xla_ops_line_alone() -> None:
+    records = [xb.Record("/device:TPU:0", "XLA Ops", "fusion.3", 2000.0, {}),
+               xb.Record("/device:TPU:0", "XLA Ops", "convolution.1", 6000.0, {"hlo_module": "jit_step"}),
+               xb.Record("/device:TPU:0", "XLA Modules", "jit_step(1)", 8000.0, {}),
+               xb.Record("/device:TPU:0", "Steps", "0", 8000.0, {"hlo_op": "fusion.3"})]
+    events, _ = xb.select_events(records, "jit_step")
+    assert events == [("fusion.3", 2000.0), ("convolution.1", 6000.0)]
+
+
+def test_attribute_sums_each_category_and_phase_and_keeps_unknown_ops_apart() -> None:
+    ops = xb.classify_hlo(GPU_HLO)
+    events = xb.select_events(_gpu_records(), "jit_step")[0] + [("not-in-hlo.1", 250.0)]
+    b = xb.attribute(events * 2, ops, steps=2, source="device planes")
+    assert b.by_category_ns[xb.MATMUL] == 8000.0 and b.by_category_ns[xb.ATTENTION] == 6000.0
+    assert b.by_phase_ns == {xb.FORWARD: 14000.0, xb.BACKWARD: 0.0, xb.OPTIMIZER: 2000.0}
+    assert b.unknown_ns == 500.0 and b.busy_ns == 16500.0
+    assert b.per_step_ms() == {xb.MATMUL: 0.004, xb.ATTENTION: 0.003, xb.ELEMENTWISE: 0.001}
+    top = b.top_ops(ops, n=2)
+    assert [(r["op"], r["category"], r["ms_per_step"]) for r in top] == [
+        ("cublas-lt-matmul.2", xb.MATMUL, 0.004), ("custom-call.7", xb.ATTENTION, 0.003)]
+    with pytest.raises(ValueError, match="steps must be >= 1"):
+        xb.attribute(events, ops, steps=0)
+
+
+def test_limited_by_states_the_matmul_rate_from_its_kernel_time() -> None:
+    ops = xb.classify_hlo(GPU_HLO)
+    # 10 ms of GEMM + 5 ms of attention per step for 15 TFLOP: 1000 TFLOP/s, half a 2000 TFLOP/s peak.
+    b = xb.attribute([("cublas-lt-matmul.2", 10e6), ("custom-call.7", 5e6), ("loop_sqrt_fusion", 5e6)], ops, 1)
+    line = xb.limited_by(b, step_s=0.025, matmul_flops=15e12, peak_flops=2000e12)
+    assert "matmul + attention kernels 15.0 ms at 1e+03 TFLOP/s (50% of the 2e+03 TFLOP/s peak)" in line
+    assert "other kernels 5.0 ms (elementwise fusions 5.0 ms" in line and "= 80% of the step" in line
+    s = xb.summary(b, 0.025)
+    assert s["busy_ms_per_step"] == 20.0 and s["busy_over_step"] == 0.8
+
+
+@pytest.fixture(scope="module")
+def cpu_step() -> tuple[object, np.ndarray, str]:
+    from flax import nnx
+
+    from labkit.gpt.config import get_config
+    from labkit.gpt.flax_model import FlaxGPT
+    from labkit.gpt.train import JaxTrainer, OptConfig
+
+    cfg = get_config("test")
+    jt = JaxTrainer(FlaxGPT(cfg, rngs=nnx.Rngs(0)), OptConfig(lr=1e-4))
+    x = np.zeros((2, cfg.seq_len), np.int32)
+    jt.step(x, x)
+    return jt, x, jt.lower(x, x).compile().as_text()
+
+
+def test_trace_step_on_this_cpu_finds_every_op_in_the_hlo(cpu_step) -> None:
+    import jax
+
+    jt, x, text = cpu_step
+    b = xb.trace_step(lambda: jt.step(x, x), text, steps=2)
+    assert b.source.startswith("host threads") and b.unknown_ns == 0.0
+    counts = Counter()
+    for op in b.by_op_ns:
+        counts[xb.classify_hlo(text)[op].category] += 1
+    assert counts[xb.MATMUL] > 0 and counts[xb.REDUCTION] > 0  # dots, LayerNorm / softmax / loss
+    assert all(v > 0 for v in b.by_phase_ns.values())  # forward, backward and AdamW all ran
+    assert b.busy_ns == pytest.approx(sum(b.by_op_ns.values()))
+    assert jax.devices()[0].platform == "cpu"
+
+
+def test_trace_step_says_when_the_program_never_ran(cpu_step) -> None:
+    jt, x, text = cpu_step
+    with pytest.raises(RuntimeError, match="no events of module 'jit_step'"):
+        xb.trace_step(lambda: np.zeros(1), text, steps=1)
+    with pytest.raises(ValueError, match="steps must be >= 1"):
+        xb.trace_step(lambda: jt.step(x, x), text, steps=0)
