@@ -11,6 +11,13 @@ Policy for shapes the tiles do not divide: edge tiles are *masked* -- out-of-ran
 0 and out-of-range stores are dropped. That is how GPU kernels usually handle edges, and the
 masked-off lanes still occupy the tensor cores: the padding waste labkit.matmul.simt models.
 
+The tile shape is the kernel's main tuning knob, with two launch options that do not change its
+body: ``num_warps`` (warps per program: 4 or 8 for a warpgroup MMA on Hopper) and ``num_stages``
+(how many K tiles are in flight from memory while the current one multiplies; Ampere and Hopper
+copy them asynchronously, a T4 (sm_75) cannot, so there it changes nothing). `tune` times a
+list of configurations -- by default the ones Triton's own matmul tutorial autotunes over for CUDA
+-- and skips any whose tiles do not fit this GPU's shared memory (Triton raises OutOfResources).
+
 On a CUDA GPU the kernel is compiled. Without one it runs in Triton's interpreter (numpy on
 the CPU, slow: keep to a few hundred per dimension), which labkit.runtime.device switches on before
 Triton reads its environment. Without Triton installed, `available()` is False and `matmul`
@@ -19,7 +26,8 @@ raises a RuntimeError that says how to install it.
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 from labkit.runtime import device
 
@@ -81,8 +89,73 @@ def _check_tile(name: str, value: int) -> None:
                          f"tile), got {value!r}")
 
 
-def matmul(a: Any, b: Any, *, block_m: int = 64, block_n: int = 64, block_k: int = 32) -> Any:
-    """(Lab 01) C = A @ B with the blocked Triton kernel on torch tensors (CUDA, or CPU interpreted)."""
+@dataclass(frozen=True)
+class TileConfig:
+    """(Lab 01) One launch configuration: C tile (block_m x block_n), K step, warps, pipeline stages."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int = 4  # Triton's default
+    num_stages: int = 3  # Triton's default on CUDA
+
+    @property
+    def label(self) -> str:
+        """(Lab 01) "128x256x64 w8 s3": tile M x N x K, warps, stages."""
+        return f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
+
+
+UNTUNED = TileConfig(64, 64, 32)  # the tiles Lab 01 reads and checks first: small, Triton's default launch
+# The CUDA configurations of Triton's matmul tutorial (03-matrix-multiplication, fp16 inputs), which it
+# hands to @triton.autotune; UNTUNED is not among them, so "tuned beats untuned" is a real comparison.
+CANDIDATES = (TileConfig(128, 256, 64, 8, 3), TileConfig(64, 256, 32, 4, 4), TileConfig(128, 128, 32, 4, 4),
+              TileConfig(128, 64, 32, 4, 4), TileConfig(64, 128, 32, 4, 4), TileConfig(128, 32, 32, 4, 4),
+              TileConfig(64, 32, 32, 2, 5), TileConfig(32, 64, 32, 2, 5))
+
+
+@dataclass(frozen=True)
+class TuneRow:
+    """(Lab 01) One configuration's timing: seconds per call, or None and why it was skipped."""
+
+    config: TileConfig
+    seconds: float | None
+    skipped: str = ""
+
+
+def _resource_errors() -> tuple[type[BaseException], ...]:
+    from triton.runtime import errors
+
+    return tuple(getattr(errors, n) for n in ("OutOfResources", "PTXASError") if hasattr(errors, n))
+
+
+def tune(a: Any, b: Any, timer: Callable[[Callable[[Any, Any], Any]], float],
+         configs: Sequence[TileConfig] = CANDIDATES) -> list[TuneRow]:
+    """(Lab 01) Time `matmul` under each configuration with ``timer(fn) -> s per call``; best first.
+
+    A configuration whose tiles need more shared memory (or registers) than this GPU gives one
+    program is skipped with Triton's own message (OutOfResources), not a crash: 128x256x64 in 3
+    stages keeps 144 KiB of bf16 tiles in flight on an H100, more than many GPUs allow a block.
+    """
+    if not configs:
+        raise ValueError("tune needs at least one TileConfig; pass e.g. triton_kernel.CANDIDATES")
+    rows = []
+    for cfg in configs:
+        fn = lambda x, y, cfg=cfg: matmul(x, y, config=cfg)  # noqa: E731
+        try:
+            fn(a, b)  # compiles: an oversized tile fails here, before any timing
+        except _resource_errors() as e:
+            rows.append(TuneRow(cfg, None, f"skipped: {e}"))
+            continue
+        rows.append(TuneRow(cfg, float(timer(fn))))
+    return sorted(rows, key=lambda r: (r.seconds is None, r.seconds or 0.0))
+
+
+def matmul(a: Any, b: Any, *, block_m: int = 64, block_n: int = 64, block_k: int = 32,
+           config: TileConfig | None = None) -> Any:
+    """(Lab 01) C = A @ B with the blocked Triton kernel on torch tensors (CUDA, or CPU interpreted).
+
+    ``config`` (a `TileConfig`) replaces the three block sizes and also sets warps and stages.
+    """
     import torch
 
     if not _HAVE_TRITON:
@@ -95,8 +168,16 @@ def matmul(a: Any, b: Any, *, block_m: int = 64, block_n: int = 64, block_k: int
     if a.dtype != b.dtype or a.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise ValueError(f"A and B must share a dtype among float32, float16, bfloat16; got "
                          f"{a.dtype} and {b.dtype}")
+    if config is not None:
+        block_m, block_n, block_k = config.block_m, config.block_n, config.block_k
+        for name, value in (("num_warps", config.num_warps), ("num_stages", config.num_stages)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if config.num_warps & (config.num_warps - 1):
+            raise ValueError(f"num_warps must be a power of two (1, 2, 4, 8, ...), got {config.num_warps}")
     for name, value in (("block_m", block_m), ("block_n", block_n), ("block_k", block_k)):
         _check_tile(name, value)
+    launch = {} if config is None else {"num_warps": config.num_warps, "num_stages": config.num_stages}
     want = "cpu" if INTERPRET else "cuda"
     if a.device.type != want or b.device.type != want:
         raise ValueError(f"Triton runs {mode()} here, so A and B must be on '{want}'; got "
@@ -106,5 +187,5 @@ def matmul(a: Any, b: Any, *, block_m: int = 64, block_n: int = 64, block_k: int
     grid = (triton.cdiv(M, block_m), triton.cdiv(N, block_n))  # one program per C tile
     matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                          c.stride(0), c.stride(1), BLOCK_M=block_m, BLOCK_N=block_n,
-                         BLOCK_K=block_k, UPCAST=INTERPRET and a.dtype == torch.bfloat16)
+                         BLOCK_K=block_k, UPCAST=INTERPRET and a.dtype == torch.bfloat16, **launch)
     return c

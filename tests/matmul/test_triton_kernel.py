@@ -88,6 +88,58 @@ def test_triton_compiles_to_tensor_core_mma_for_cuda_without_a_gpu():
     assert got[("80", "bf16")] == got[("90", "bf16")] == "True", out.stdout
 
 
+COMPILE_CONFIGS = """
+import os
+os.environ["TRITON_INTERPRET"] = "0"
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from labkit.matmul import triton_kernel as kt
+names = ["a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm",
+         "stride_cn"]
+# As a real launch specialises them: unit strides become constants, 16-divisible ints and pointers say so.
+const = {"K": 4096, "stride_ak": 1, "stride_bn": 1, "stride_cn": 1, "UPCAST": False}
+for cc, dt in ((75, "fp16"), (80, "bf16"), (90, "bf16")):  # T4, A100, H100
+    for i, cfg in enumerate((kt.UNTUNED, kt.CANDIDATES[0], kt.CANDIDATES[-1])):
+        cons = {**const, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k}
+        sig = {n: ("*" + dt if n.endswith("ptr") else "i32") for n in names} | dict.fromkeys(cons, "constexpr")
+        attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in names if n not in cons}
+        k = triton.compile(ASTSource(kt.matmul_kernel, sig, constexprs=cons, attrs=attrs),
+                           target=GPUTarget("cuda", cc, 32),
+                           options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
+        ptx = k.asm["ptx"]
+        print(cc, i, "wgmma.mma_async" in ptx, "cp.async" in ptx, k.metadata.shared)
+"""
+
+
+@needs_triton
+def test_stages_and_warps_change_the_compiled_kernel_per_gpu_generation():
+    """What the launch options do, read from PTX compiled here for each target (no GPU needed):
+    Hopper runs warpgroup MMAs (4+ warps) fed by asynchronous copies, several K tiles in shared
+    memory; Ampere pipelines the same copies into mma.sync; a T4 (sm_75) has no cp.async, so
+    Triton keeps one K tile in shared memory whatever num_stages says."""
+    import os
+
+    from tests.conftest import ROOT, run_python
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_DEFAULT_FP_FUSION": "1"}
+    out = run_python(COMPILE_CONFIGS, env=env, timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = {}
+    for line in out.stdout.split("\n"):
+        if line.strip():
+            cc, i, wgmma, cp_async, shared = line.split()
+            got[(int(cc), int(i))] = (wgmma == "True", cp_async == "True", int(shared))
+    cfgs = (kt.UNTUNED, kt.CANDIDATES[0], kt.CANDIDATES[-1])
+    tile = [(c.block_m * c.block_k + c.block_k * c.block_n) * 2 for c in cfgs]  # bytes of one A + B tile, 16-bit
+    for i, c in enumerate(cfgs):
+        assert got[(75, i)] == (False, False, got[(75, i)][2]) and got[(75, i)][2] <= tile[i] + 16384
+        assert got[(80, i)][:2] == (False, True) and got[(80, i)][2] >= 2 * tile[i]  # pipelined
+        assert got[(90, i)][:2] == (c.num_warps >= 4, True) and got[(90, i)][2] >= 2 * tile[i]
+        assert got[(90, i)][2] <= c.num_stages * tile[i]
+    assert got[(90, 1)][2] > 2 * got[(90, 0)][2]  # the big tuned tiles need far more shared memory
+
+
 def test_triton_missing_is_a_clear_message_not_a_crash(monkeypatch):
     monkeypatch.setattr(kt, "_HAVE_TRITON", False)
     assert not kt.available() and kt.mode() == "unavailable"
@@ -126,3 +178,60 @@ def test_printed_kernel_body_carries_no_maintenance_notes():
     assert "tl.dot" in body and "for k0 in range(0, K, BLOCK_K)" in body
     for note in ("triton#", "numpy 2", "Triton 3."):
         assert note not in body, f"maintenance note {note!r} in the printed kernel"
+
+
+@needs_triton
+@pytest.mark.parametrize("cfg", [kt.CANDIDATES[0], kt.CANDIDATES[-1]], ids=lambda c: c.label)
+def test_a_tile_config_sets_blocks_warps_and_stages_and_stays_exact(cfg):
+    where = "cpu" if kt.INTERPRET else "cuda"
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.randn(100, 70, generator=g).to(where), torch.randn(70, 50, generator=g).to(where)  # ragged
+    c = kt.matmul(a, b, config=cfg)
+    tol = 1e-2 if not kt.INTERPRET else TOL["float32"]
+    assert rel_err(c.cpu(), a.cpu(), b.cpu()) < tol
+    assert cfg.label == f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} w{cfg.num_warps} s{cfg.num_stages}"
+
+
+@needs_triton
+def test_bad_launch_options_say_what_is_wrong():
+    a = torch.randn(32, 32)
+    with pytest.raises(ValueError, match="num_warps must be a power of two"):
+        kt.matmul(a, a, config=kt.TileConfig(64, 64, 32, num_warps=3))
+    with pytest.raises(ValueError, match="num_stages must be a positive int"):
+        kt.matmul(a, a, config=kt.TileConfig(64, 64, 32, num_stages=0))
+    with pytest.raises(ValueError, match="power of two >= 16"):
+        kt.matmul(a, a, config=kt.TileConfig(64, 48, 32))
+    with pytest.raises(ValueError, match="at least one TileConfig"):
+        kt.tune(a, a, lambda fn: 1.0, configs=())
+
+
+@needs_triton
+def test_tune_times_each_config_best_first_and_skips_what_does_not_fit(monkeypatch):
+    """A config Triton cannot fit in shared memory is skipped with Triton's message, not a crash."""
+    from triton.runtime.errors import OutOfResources
+
+    where = "cpu" if kt.INTERPRET else "cuda"
+    a, b = torch.randn(64, 32).to(where), torch.randn(32, 48).to(where)
+    big, small, mid = kt.TileConfig(128, 256, 64, 8, 3), kt.TileConfig(32, 32, 16, 2, 2), kt.TileConfig(64, 64, 32)
+    real = kt.matmul
+
+    def fake_matmul(x, y, *, config):  # a GPU that gives a block 64 KiB, asked for 128x256x64 in 3 stages
+        if config == big:
+            raise OutOfResources(147456, 65536, "shared memory")
+        return real(x, y, config=config)
+
+    monkeypatch.setattr(kt, "matmul", fake_matmul)
+    seconds = iter([3e-3, 1e-3])  # small's time, then mid's: the timer is called in config order
+
+    def timer(fn):  # checks the product the config computes, then "times" it
+        assert rel_err(fn(a, b).cpu(), a.cpu(), b.cpu()) < 1e-2
+        return next(seconds)
+
+    rows = kt.tune(a, b, timer, configs=(small, mid, big))
+    assert [(r.config, r.seconds) for r in rows] == [(mid, 1e-3), (small, 3e-3), (big, None)]
+    assert rows[2].skipped.startswith("skipped: out of resource: shared memory")
+
+
+def test_untuned_tiles_are_not_among_the_candidates():
+    """Lab 01 asserts the tuned configuration beats the untuned one: that must be a real comparison."""
+    assert kt.UNTUNED not in kt.CANDIDATES and len(set(kt.CANDIDATES)) == len(kt.CANDIDATES)
