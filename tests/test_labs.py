@@ -28,7 +28,7 @@ REQUIRED_METRICS = {
                                   "triton_speed_vs_cublas_ragged", "triton_speed_vs_cublas_tuned",
                                   "triton_tuned_config"},
     "02_mfu": {"flops_per_token_analytic", "flops_per_step_xla", "flops_per_step_torch", "mfu_jax",
-               "mfu_torch", "peak_used", "op_share_matmul"},
+               "mfu_torch", "peak_used", "op_share_matmul", "op_share_matmul_jax"},
     "03_gspmd_sharding": {"strategies", "collective_bytes_dp", "collective_bytes_fsdp", "collective_bytes_tp",
                           "max_abs_diff_vs_unsharded", "multiprocess_max_abs_diff", "fsdp_peak_mib_kept",
                           "fsdp_peak_mib_regather", "fsdp_bytes_kept", "fsdp_bytes_regather",

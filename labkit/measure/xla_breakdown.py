@@ -149,17 +149,24 @@ class Record:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-def select_events(records: Iterable[Record], module: str) -> tuple[list[tuple[str, float]], str]:
+def select_events(records: Iterable[Record], module: str,
+                  require_device: bool = False) -> tuple[list[tuple[str, float]], str]:
     """The (hlo op, ns) events of ``module``: device planes where the trace has them, else the host's (bench_mfu).
 
     GPU: kernels on ``/device:GPU:N`` stream lines carry ``hlo_op`` (an annotation path ``a::b``:
     the last part is the instruction) and ``hlo_module``. A device plane's ``XLA Ops`` line (TPU
     traces, derived timelines) names the op in the event itself and is used instead of the plane's
     other lines, so no time is counted twice. CPU: thunks on the host plane, ``hlo_op`` stats.
+    ``require_device``: on an accelerator, host events would be launch times, not kernel times, so a
+    trace without device events is an error (the GPU tracer needs CUPTI, and one CUPTI client at a time).
     """
     records = list(records)
     device = [r for r in records if r.plane.startswith("/device:")
               and ("hlo_op" in r.stats or r.line == "XLA Ops")]
+    if require_device and not device:
+        planes = sorted({r.plane for r in records})
+        raise RuntimeError(f"the trace has no device kernel events (planes: {planes}); on a GPU the JAX profiler "
+                           "needs CUPTI (it ships with jax[cuda]) and no other profiler (torch's) holding it")
     source = device or [r for r in records if "hlo_op" in r.stats]
     where = "device planes" if device else "host threads (a CPU runs XLA's thunks there)"
     xla_ops_planes = {r.plane for r in source if r.line == "XLA Ops"}
@@ -248,7 +255,7 @@ def trace_step(run: Callable[[], Any], compiled_text: str, steps: int = 3) -> Xl
         if not files:
             raise RuntimeError(f"jax.profiler.trace wrote no .xplane.pb under {d}; is another trace running?")
         profile = jax.profiler.ProfileData.from_file(files[0])
-        events, source = select_events(records(profile), module)
+        events, source = select_events(records(profile), module, require_device=jax.default_backend() != "cpu")
     if not events:
         raise RuntimeError(f"the trace has no events of module {module!r}: was `run` calling that compiled program?")
     return attribute(events, ops, steps, source)
@@ -271,6 +278,8 @@ def limited_by(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: 
     rate = matmul_flops / (mm_ms / 1e3) if mm_ms > 0 else float("nan")
     rest = sorted(((k, v) for k, v in per.items() if k not in (MATMUL, ATTENTION)), key=lambda kv: -kv[1])
     top = ", ".join(f"{k} {v:.1f} ms" for k, v in rest[:3])
-    return (f"{step_ms:.1f} ms/step: matmul + attention kernels {mm_ms:.1f} ms at {rate / 1e12:.3g} TFLOP/s "
-            f"({rate / peak_flops:.0%} of the {peak_flops / 1e12:.3g} TFLOP/s peak); other kernels "
-            f"{busy_ms - mm_ms:.1f} ms ({top}); kernel time {busy_ms:.1f} ms = {busy_ms / step_ms:.0%} of the step")
+    overlap = " (ops ran at once: XLA's CPU threads, or several GPU streams)" if busy_ms > step_ms else ""
+    return (f"{step_ms:.1f} ms/step: matmul + attention ops {mm_ms:.1f} ms at {rate / 1e12:.3g} TFLOP/s "
+            f"({rate / peak_flops:.0%} of the {peak_flops / 1e12:.3g} TFLOP/s peak); other ops "
+            f"{busy_ms - mm_ms:.1f} ms ({top}); summed op time {busy_ms:.1f} ms = {busy_ms / step_ms:.0%} of the step"
+            f"{overlap}")

@@ -100,6 +100,13 @@ def test_select_events_takes_gpu_kernels_not_host_launches_or_other_programs() -
     assert events == [("cublas-lt-matmul.2", 4000.0), ("custom-call.7", 3000.0), ("loop_sqrt_fusion", 1000.0)]
 
 
+def test_an_accelerator_trace_without_device_events_is_an_error_not_launch_times() -> None:
+    host_only = [r for r in _gpu_records() if r.plane.startswith("/host")]
+    assert xb.select_events(host_only, "jit_step")[0] == [("cublas-lt-matmul.2", 9000.0)]  # a CPU run: fine
+    with pytest.raises(RuntimeError, match="no device kernel events .*CUPTI"):
+        xb.select_events(host_only, "jit_step", require_device=True)
+
+
 def test_select_events_uses_a_device_planes_xla_ops_line_alone() -> None:
     records = [xb.Record("/device:TPU:0", "XLA Ops", "fusion.3", 2000.0, {}),
                xb.Record("/device:TPU:0", "XLA Ops", "convolution.1", 6000.0, {"hlo_module": "jit_step"}),
@@ -129,8 +136,9 @@ def test_limited_by_states_the_matmul_rate_from_its_kernel_time() -> None:
     # 10 ms of GEMM + 5 ms of attention per step for 15 TFLOP: 1000 TFLOP/s, half a 2000 TFLOP/s peak.
     b = xb.attribute([("cublas-lt-matmul.2", 10e6), ("custom-call.7", 5e6), ("loop_sqrt_fusion", 5e6)], ops, 1)
     line = xb.limited_by(b, step_s=0.025, matmul_flops=15e12, peak_flops=2000e12)
-    assert "matmul + attention kernels 15.0 ms at 1e+03 TFLOP/s (50% of the 2e+03 TFLOP/s peak)" in line
-    assert "other kernels 5.0 ms (elementwise fusions 5.0 ms" in line and "= 80% of the step" in line
+    assert "matmul + attention ops 15.0 ms at 1e+03 TFLOP/s (50% of the 2e+03 TFLOP/s peak)" in line
+    assert "other ops 5.0 ms (elementwise fusions 5.0 ms" in line and line.endswith("= 80% of the step")
+    assert "ops ran at once" in xb.limited_by(b, step_s=0.015, matmul_flops=15e12, peak_flops=2000e12)
     s = xb.summary(b, 0.025)
     assert s["busy_ms_per_step"] == 20.0 and s["busy_over_step"] == 0.8
 
