@@ -59,7 +59,7 @@ def _jax_device_time(jt: Any, batch: Any, step_s: float, matmul_flops: float, pe
     except Exception as e:  # noqa: BLE001 -- a profiler that cannot start (no CUPTI) must not lose the timings
         print(f"device-time breakdown skipped: {type(e).__name__}: {e}")
         return {"error": f"{type(e).__name__}: {e}"}
-    out = {**xla_breakdown.summary(b, step_s), "top_ops": b.top_ops(xla_breakdown.classify_hlo(text)),
+    out = {**xla_breakdown.summary(b, step_s), "top_ops": b.top_ops(),
            "limited_by": xla_breakdown.limited_by(b, step_s, matmul_flops, peak)}
     print(out["limited_by"])
     return out

@@ -24,8 +24,10 @@ import re
 import socket
 import time
 from pathlib import Path
+from typing import Any
 
 import labkit
+from labkit.measure import flops, xla_breakdown
 from labkit.runtime import hardware, versions
 from labkit.precision import speed
 from labkit.precision import train as precision_train
@@ -51,12 +53,29 @@ def _slug(s: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-")
 
 
+def _device_time(r: Any, cfg: Any, batch: int, chip: str, variant: str) -> dict[str, Any] | None:
+    """The traced JAX steps' device time by op category and pass, and where the step went (issue 17)."""
+    if r.device_time is None:
+        return None
+    dtype = {"fp32_highest": "fp32", "fp32_tf32": "tf32", "bf16": "bf16", "fp16_scaled": "fp16"}.get(variant)
+    try:  # the datasheet peak of the dtype the matmuls ran in, where labkit.runtime.hardware knows the chip
+        peak = hardware.peak_flops(chip, dtype) if dtype else None
+    except (hardware.UnknownChipError, hardware.UnsupportedDtypeError):
+        peak = None
+    mm = flops.flops_per_step(cfg, batch, cfg.seq_len, "matmul")  # every matmul FLOP, attention included
+    b = r.device_time
+    return {**xla_breakdown.summary(b, r.step_time_s), "top_ops": b.top_ops(),
+            "limited_by": xla_breakdown.limited_by(b, r.step_time_s, mm, peak)}
+
+
 def main() -> None:
     """(Lab 04) Time every precision variant in both frameworks and write the JSON result."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", choices=("auto", *PROFILES), default="auto")
     ap.add_argument("--frameworks", nargs="+", default=["jax", "torch"], choices=["jax", "torch"])
     ap.add_argument("--steps", type=int, default=None, help="override the profile's step count")
+    ap.add_argument("--no-breakdown", action="store_true",
+                    help="skip tracing 3 more JAX steps per variant (device time by HLO op, 'device_time')")
     ap.add_argument("--out", type=Path, default=None, help="output JSON (default: results/...)")
     args = ap.parse_args()
 
@@ -86,7 +105,7 @@ def main() -> None:
         if variant == "fp32_tf32" and "tf32" not in timeable:  # e.g. a CPU: TF32 does not exist there
             print(f"skip {variant}: {missing['tf32']}")
             continue
-        tc = precision_train.TrainConfig(**tc_base, fp32_matmul=fp32_matmul)
+        tc = precision_train.TrainConfig(**tc_base, fp32_matmul=fp32_matmul, trace_steps=0 if args.no_breakdown else 3)
         for fw in args.frameworks:
             if fw == "torch" and not torch_ok:
                 continue
@@ -103,9 +122,12 @@ def main() -> None:
                          "memory_bytes": r.memory, "measured_bytes": speed.measured_bytes(r.memory),
                          "estimated_bytes": speed.memory_estimate(cfg, batch, cfg.seq_len,
                                                                   4 if prec == "fp32" else 2)["total"],
-                         "wall_s": time.perf_counter() - t0})
+                         "wall_s": time.perf_counter() - t0,
+                         "device_time": _device_time(r, cfg, batch, rt.chip, variant)})
             print(f"{fw:5s} {variant:13s} {r.step_time_s * 1e3:9.2f} ms/step  loss {r.final_loss():.3f}  "
                   f"saved-for-backward {r.memory['saved_for_backward'] / 1e6:8.1f} MB")
+            if rows[-1]["device_time"]:
+                print(f"      {rows[-1]['device_time']['limited_by']}")
 
     def speedup(fw: str, num: str, den: str) -> float | None:
         t = {r["variant"]: r["step_ms_median"] for r in rows if r["framework"] == fw}

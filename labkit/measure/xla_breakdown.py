@@ -191,6 +191,7 @@ class XlaBreakdown:
     unknown_ns: float  # events naming an op the HLO text does not have
     steps: int
     source: str  # where the events came from: device planes or host threads
+    ops: dict[str, HloOp] = field(default_factory=dict)  # what each traced op is (those found in the HLO)
 
     @property
     def busy_ns(self) -> float:
@@ -202,13 +203,12 @@ class XlaBreakdown:
         rows = sorted(self.by_category_ns.items(), key=lambda kv: -kv[1])
         return {k: v / 1e6 / self.steps for k, v in rows if v > 0}
 
-    def top_ops(self, ops: dict[str, HloOp], n: int = 10) -> list[dict[str, Any]]:
+    def top_ops(self, n: int = 10) -> list[dict[str, Any]]:
         """The ``n`` ops with the most device time: name, category, phase, ms per step (bench_mfu)."""
         rows = sorted(self.by_op_ns.items(), key=lambda kv: -kv[1])[:n]
-        return [{"op": k, "category": ops[k].category if k in ops else "unknown",
-                 "phase": ops[k].phase if k in ops else "unknown",
-                 "target": ops[k].target if k in ops else "", "ms_per_step": v / 1e6 / self.steps}
-                for k, v in rows]
+        unknown = HloOp("", "", "unknown", "unknown")
+        return [{"op": k, "category": self.ops.get(k, unknown).category, "phase": self.ops.get(k, unknown).phase,
+                 "target": self.ops.get(k, unknown).target, "ms_per_step": v / 1e6 / self.steps} for k, v in rows]
 
 
 def attribute(events: Iterable[tuple[str, float]], ops: dict[str, HloOp], steps: int,
@@ -227,7 +227,7 @@ def attribute(events: Iterable[tuple[str, float]], ops: dict[str, HloOp], steps:
             phase[ops[op].phase] += ns
         else:
             unknown += ns
-    return XlaBreakdown(cat, phase, dict(by_op), unknown, steps, source)
+    return XlaBreakdown(cat, phase, dict(by_op), unknown, steps, source, {k: ops[k] for k in by_op if k in ops})
 
 
 def records(profile: Any) -> list[Record]:
@@ -270,7 +270,7 @@ def summary(b: XlaBreakdown, step_s: float) -> dict[str, Any]:
             "by_phase_ms": by_phase, "unknown_ms": b.unknown_ns / 1e6 / b.steps}
 
 
-def limited_by(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: float) -> str:
+def limited_by(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: float | None) -> str:
     """One sentence: where the step's time went and how fast its matmuls ran against ``peak_flops`` (bench_mfu)."""
     per = defaultdict(float, b.per_step_ms())
     mm_ms = per[MATMUL] + per[ATTENTION]
@@ -279,7 +279,8 @@ def limited_by(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: 
     rest = sorted(((k, v) for k, v in per.items() if k not in (MATMUL, ATTENTION)), key=lambda kv: -kv[1])
     top = ", ".join(f"{k} {v:.1f} ms" for k, v in rest[:3])
     overlap = " (ops ran at once: XLA's CPU threads, or several GPU streams)" if busy_ms > step_ms else ""
-    return (f"{step_ms:.1f} ms/step: matmul + attention ops {mm_ms:.1f} ms at {rate / 1e12:.3g} TFLOP/s "
-            f"({rate / peak_flops:.0%} of the {peak_flops / 1e12:.3g} TFLOP/s peak); other ops "
+    vs_peak = f" ({rate / peak_flops:.0%} of the {peak_flops / 1e12:.3g} TFLOP/s peak)" if peak_flops else ""
+    return (f"{step_ms:.1f} ms/step: matmul + attention ops {mm_ms:.1f} ms at {rate / 1e12:.3g} TFLOP/s"
+            f"{vs_peak}; other ops "
             f"{busy_ms - mm_ms:.1f} ms ({top}); summed op time {busy_ms:.1f} ms = {busy_ms / step_ms:.0%} of the step"
             f"{overlap}")

@@ -73,6 +73,9 @@ class TrainConfig:
     # fp32 matmuls: "default" = each framework's default (JAX: TF32 on Ampere+, 1 bf16 pass on
     # TPU; torch: true fp32), "highest" = true fp32 in both, "tf32" = TF32 allowed in both.
     fp32_matmul: str = "default"
+    # JAX only: after training, trace this many more steps and charge their device time by HLO op
+    # (labkit.measure.xla_breakdown) into TrainResult.device_time; 0 = no trace (bench_precision sets 3).
+    trace_steps: int = 0
 
     def __post_init__(self) -> None:
         for f in ("steps", "batch", "seq"):
@@ -80,6 +83,8 @@ class TrainConfig:
                 raise ValueError(f"TrainConfig.{f} must be >= 1, got {getattr(self, f)}")
         if self.warmup < 0:
             raise ValueError(f"TrainConfig.warmup must be >= 0, got {self.warmup}")
+        if self.trace_steps < 0:
+            raise ValueError(f"TrainConfig.trace_steps must be >= 0 (0 = no trace), got {self.trace_steps}")
         if self.clip_norm is not None and not self.clip_norm > 0:
             raise ValueError(f"TrainConfig.clip_norm must be > 0 or None, got {self.clip_norm}")
         if self.fp32_matmul not in _FP32_MATMUL:
@@ -108,6 +113,8 @@ class TrainResult:
     scales: list[float]          # loss scale in effect at each step (1.0 = none)
     skipped: int                 # steps skipped for non-finite gradients
     memory: dict[str, int]       # bytes, see memory_model / saved_bytes_*
+    # JAX with TrainConfig.trace_steps: an XlaBreakdown of that many extra steps (device time by op)
+    device_time: Any = None
 
     @property
     def step_time_s(self) -> float:

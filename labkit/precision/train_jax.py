@@ -115,4 +115,15 @@ def train_jax(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfi
         skipped += not bool(finite)
     memory = {**memory_model(cfg), "saved_for_backward": saved_bytes_jax(cfg, precision, x0, flat),
               "xla_temp": int(getattr(mem, "temp_size_in_bytes", 0) or 0)}
-    return TrainResult("jax", precision, losses, times, scales, skipped, memory)
+    device_time = None
+    if tc.trace_steps:  # a few more steps on the last batch, traced: where the step's device time goes
+        from labkit.measure import xla_breakdown
+
+        state = [params, opt_state, ls_state]
+
+        def run() -> Any:  # each call donates the state it is given and keeps the new one
+            state[0], state[1], state[2], loss, _ = compiled(*state, x, y)
+            return loss
+
+        device_time = xla_breakdown.trace_step(run, compiled.as_text(), steps=tc.trace_steps)
+    return TrainResult("jax", precision, losses, times, scales, skipped, memory, device_time)

@@ -124,9 +124,11 @@ def test_attribute_sums_each_category_and_phase_and_keeps_unknown_ops_apart() ->
     assert b.by_phase_ns == {xb.FORWARD: 14000.0, xb.BACKWARD: 0.0, xb.OPTIMIZER: 2000.0}
     assert b.unknown_ns == 500.0 and b.busy_ns == 16500.0
     assert b.per_step_ms() == {xb.MATMUL: 0.004, xb.ATTENTION: 0.003, xb.ELEMENTWISE: 0.001}
-    top = b.top_ops(ops, n=2)
+    top = b.top_ops(n=2)
     assert [(r["op"], r["category"], r["ms_per_step"]) for r in top] == [
         ("cublas-lt-matmul.2", xb.MATMUL, 0.004), ("custom-call.7", xb.ATTENTION, 0.003)]
+    assert b.top_ops()[-1] == {"op": "not-in-hlo.1", "category": "unknown", "phase": "unknown", "target": "",
+                               "ms_per_step": 0.00025}
     with pytest.raises(ValueError, match="steps must be >= 1"):
         xb.attribute(events, ops, steps=0)
 

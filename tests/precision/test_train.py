@@ -127,6 +127,20 @@ def test_bad_input() -> None:
         pt.TrainConfig(clip_norm=0.0)
     with pytest.raises(ValueError, match="loss scale must be a positive"):
         pt.TrainConfig(loss_scale=ls.LossScaleConfig(init_scale=-8.0))
+    with pytest.raises(ValueError, match="trace_steps must be >= 0"):
+        pt.TrainConfig(trace_steps=-1)
+
+
+def test_trace_steps_charge_extra_jax_steps_by_hlo_op_without_touching_the_run(tokens, flat) -> None:
+    """bench_precision's diagnosis (issue 17): the same compiled step, traced after the timed run."""
+    from labkit.measure import xla_breakdown as xb
+
+    tc = replace(TC, steps=3, trace_steps=2)
+    traced, plain = pt.train_jax(CFG, "bf16", tokens, tc, flat), pt.train_jax(CFG, "bf16", tokens, replace(tc, trace_steps=0), flat)
+    assert traced.losses == plain.losses and plain.device_time is None  # the trace runs after the recorded steps
+    b = traced.device_time
+    assert b.steps == 2 and b.unknown_ns == 0.0 and b.by_category_ns[xb.MATMUL] > 0
+    assert b.by_phase_ns[xb.BACKWARD] > 0 and b.by_phase_ns[xb.OPTIMIZER] > 0  # AdamW and the loss scale's update
 
 
 def test_cuda_baseline_collects_what_an_earlier_run_left_in_a_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
