@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+from typing import Any, Iterator
 from pathlib import Path
 
 from labkit.course import runner
@@ -67,13 +70,33 @@ def main(argv: list[str] | None = None) -> int:
 
         os.environ[MODE_ENV] = args.check_mode  # inherited by every lab's kernel
     try:
-        report = runner.run(args.labs, args.profile, args.out, args.timeout, args.labs_dir)
+        with _terminate_cleanly():
+            report = runner.run(args.labs, args.profile, args.out, args.timeout, args.labs_dir)
     except (runner.LabNotFound, ValueError, TypeError, NotADirectoryError) as e:  # bad input: say it, no traceback
         print(f"labkit run: {e}", file=sys.stderr)
         return 2
     failed = [lab["name"] for lab in report["labs"] if lab["status"] != "ok"]
     print(f"report: {args.out}/report.html  ({len(report['labs']) - len(failed)} ok, {len(failed)} failed)")
     return 1 if failed else 0
+
+
+@contextlib.contextmanager
+def _terminate_cleanly() -> Iterator[None]:
+    """SIGTERM (`timeout`, a job scheduler, a closing notebook host) as SystemExit, so `run_lab`'s
+    cleanup stops papermill's kernel and what the lab started: the kernel has a session of its own,
+    so no signal sent to this process group reaches it."""
+    def stop(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    try:
+        before = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread (labkit run called from a thread): leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def _verify(path: str, key: str | None) -> int:

@@ -121,6 +121,30 @@ def test_no_process_outlives_its_lab(tmp_path: Path, tail: str, status: str) -> 
         assert "cell 3 was still running" in result.error["evalue"]
 
 
+def test_sigterm_to_labkit_run_stops_the_kernel_and_what_the_lab_started(tmp_path: Path) -> None:
+    """`timeout 300 labkit run ...` (benchmarks/device_run.sh) ends with SIGTERM: the kernel, a session of its
+    own, must not outlive the command (it did: two lab kernels kept computing after `timeout` had stopped their runs)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pids = tmp_path / "pids"
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    _lab(labs / "00_spawns.ipynb", _SPAWN.format(pids=str(pids)), "import time\ntime.sleep(600)")
+    proc = subprocess.Popen([sys.executable, "-m", "labkit.course.cli", "run", "00", "--labs-dir", str(labs),
+                             "--out", str(tmp_path / "run"), "--timeout", "300"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t0 = time.time()
+    while not (pids.exists() and len(pids.read_text().split()) == 3) and time.time() - t0 < 120:
+        time.sleep(0.2)  # wait for the lab to start its children
+    recorded = _recorded_pids(pids)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    _assert_gone(recorded)
+
+
 @pytest.mark.parametrize("bad", [0, -5, float("nan"), float("inf"), -0.0])
 def test_timeout_must_be_positive_and_finite(bad: float, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=rf"timeout_s \(--timeout\) must be a finite number of seconds > 0, got {bad!r}"):
