@@ -51,7 +51,7 @@ def _timing(t: bench.Timing, flops_per_step: float, tokens: int, peaks: dict[str
     return out
 
 
-def _jax_device_time(jt: Any, batch: Any, step_s: float, matmul_flops: float, peak: float) -> dict[str, Any]:
+def _jax_device_time(jt: Any, batch: Any, step_s: float, matmul_flops: float, peak: mfu.Peak) -> dict[str, Any]:
     """Trace three Flax steps and say where their device time went (issue 15: what limits the Flax step)."""
     text = jt.lower(*batch).compile().as_text()  # the program step_fn runs (jit's cache: no new compile)
     try:
@@ -60,7 +60,7 @@ def _jax_device_time(jt: Any, batch: Any, step_s: float, matmul_flops: float, pe
         print(f"device-time breakdown skipped: {type(e).__name__}: {e}")
         return {"error": f"{type(e).__name__}: {e}"}
     out = {**xla_breakdown.summary(b, step_s), "top_ops": b.top_ops(),
-           "limited_by": xla_breakdown.limited_by(b, step_s, matmul_flops, peak)}
+           "limited_by": xla_breakdown.limited_by(b, step_s, matmul_flops, peak.flops, peak.label())}
     print(out["limited_by"])
     return out
 
@@ -122,7 +122,7 @@ def main() -> None:
     t_jax = steptime.time_step(jt, jb, prof["repeats"])  # Lab 02's step timer: same warm-up, median
     print(t_jax)
     device_time = None if args.no_breakdown else _jax_device_time(jt, jb[0], t_jax.median_s, xla.matmul_flops,
-                                                                  peaks["measured"].flops)
+                                                                  peaks["measured"])
 
     tt = TorchTrainer(load_flat_params(TorchGPT(cfg), init), opt, dtype=dtype, compile=compile_torch, device=tdev)
     tb = steptime.step_batches(tt, train, batch, seq)

@@ -10,6 +10,7 @@
 # copy of .git can be older than the tree it ran). A machine without the Jupyter stack takes it from
 # .whl/ (py3.12 wheels, see ../benchmarks/nvidia-h100-80gb-hbm3/README.md for the download line).
 set -uo pipefail
+T0=$(date +%s)  # the budget covers the setup below too: the call's own limit does
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-out}
 BUDGET_S=${BUDGET_S:-570}
@@ -30,7 +31,6 @@ mkdir -p "$OUT/r"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/r/nvidia-smi.txt" 2>&1
 git log -1 --format='%H %s' > "$OUT/r/commit.txt" 2>/dev/null || true
 python3 -m labkit.course.cli doctor > "$OUT/r/doctor.txt" 2>&1
-T0=$(date +%s)
 
 lab() {  # lab NN [env...]: the full profile of one lab
   local nn=$1; shift

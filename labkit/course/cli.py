@@ -86,6 +86,7 @@ def _terminate_cleanly() -> Iterator[None]:
     cleanup stops papermill's kernel and what the lab started: the kernel has a session of its own,
     so no signal sent to this process group reaches it."""
     def stop(signum: int, _frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup short
         raise SystemExit(128 + signum)
 
     try:

@@ -18,8 +18,9 @@ kernel keeps its annotation: kernel times are right, but the gaps between kernel
 run's, which is why the step time these are compared with is the untraced timer's.
 
 Each instruction also gets a *phase* from the name stack JAX writes into its ``op_name``:
-``transpose(jvp(...))`` is the backward pass, ``jvp(...)`` the forward pass, the rest (optax's
-update, the loss scale) is the optimizer. The pure parts, :func:`classify_hlo`, :func:`select_events`
+``transpose(jvp(...))`` is the backward pass, ``jvp(...)`` the forward pass; the rest is what runs
+outside ``value_and_grad`` (gradient clipping, optax's AdamW, a loss scale's update) plus the few ops
+XLA created without a name stack. The pure parts, :func:`classify_hlo`, :func:`select_events`
 and :func:`attribute`, take text and plain records, so the GPU's trace layout is tested on the CPU.
 """
 
@@ -33,10 +34,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 MATMUL, ATTENTION = "matmul", "attention (cuDNN)"
-COLLECTIVE, LAYOUT, REDUCTION = "collectives", "copies and transposes", "reductions (norms, softmax, loss)"
+COLLECTIVE, LAYOUT = "collectives", "copies and transposes"
+REDUCTION = "reductions (norms, softmax, loss, gradient sums)"
 ELEMENTWISE, OTHER = "elementwise fusions", "other"
 CATEGORIES = (MATMUL, ATTENTION, REDUCTION, ELEMENTWISE, LAYOUT, COLLECTIVE, OTHER)
-FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer and rest"
+# OPTIMIZER: ops outside value_and_grad (gradient clipping, AdamW, a loss scale's update) and the few
+# XLA made without a name stack (op_name="" : a layout change it inserted, some reduce-windows).
+FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "rest (clipping, AdamW, ops with no name stack)"
 PHASES = (FORWARD, BACKWARD, OPTIMIZER)
 
 _COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
@@ -48,6 +52,11 @@ _COMP = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s*[\s(].*\{\s*$")
 _CALLS = re.compile(r"(?:calls|to_apply)=%?([\w.\-]+)")
 _TARGET = re.compile(r'custom_call_target="([^"]+)"')
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
+_COMMENT = re.compile(r"/\*.*?\*/")  # XLA prints /*index=5*/ inside tuple types of 6+ elements
+
+
+class NoDeviceEvents(RuntimeError):
+    """An accelerator trace with no kernel events: the profiler saw launches, not device time (bench_mfu)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,7 @@ def _parse(hlo_text: str) -> tuple[dict[str, list[tuple[str, str, str, str, str]
     comps: dict[str, list[tuple[str, str, str, str, str]]] = {}
     module, current = "", None
     for line in hlo_text.splitlines():
+        line = _COMMENT.sub("", line)  # else a header's "/*index=5*/" reads as an instruction's "="
         if line.startswith("HloModule "):
             module = line.split()[1].rstrip(",")
             continue
@@ -95,6 +105,8 @@ def _category(opcode: str, target: str, inner: set[str]) -> str:
         return MATMUL
     if any(o.startswith(c) for o in ops for c in _COLLECTIVES):
         return COLLECTIVE
+    if opcode == "fusion" and not inner:  # its computation was not found in the text: say so, do not guess
+        return OTHER
     if opcode in _LAYOUT_OPS or (opcode == "fusion" and inner - _PLUMBING <= _LAYOUT_OPS):
         return LAYOUT
     if ops & {"reduce", "reduce-window", "scatter", "sort"}:
@@ -165,7 +177,7 @@ def select_events(records: Iterable[Record], module: str,
               and ("hlo_op" in r.stats or r.line == "XLA Ops")]
     if require_device and not device:
         planes = sorted({r.plane for r in records})
-        raise RuntimeError(f"the trace has no device kernel events (planes: {planes}); on a GPU the JAX profiler "
+        raise NoDeviceEvents(f"the trace has no device kernel events (planes: {planes}); on a GPU the JAX profiler "
                            "needs CUPTI (it ships with jax[cuda]) and no other profiler (torch's) holding it")
     source = device or [r for r in records if "hlo_op" in r.stats]
     where = "device planes" if device else "host threads (a CPU runs XLA's thunks there)"
@@ -270,17 +282,18 @@ def summary(b: XlaBreakdown, step_s: float) -> dict[str, Any]:
             "by_phase_ms": by_phase, "unknown_ms": b.unknown_ns / 1e6 / b.steps}
 
 
-def limited_by(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: float | None) -> str:
-    """One sentence: where the step's time went and how fast its matmuls ran against ``peak_flops`` (bench_mfu)."""
+def limited_by(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: float | None,
+               peak_name: str = "peak") -> str:
+    """One sentence: where the step's time went and how fast its matmuls ran against the named peak (bench_mfu)."""
     per = defaultdict(float, b.per_step_ms())
     mm_ms = per[MATMUL] + per[ATTENTION]
     busy_ms, step_ms = b.busy_ns / 1e6 / b.steps, step_s * 1e3
     rate = matmul_flops / (mm_ms / 1e3) if mm_ms > 0 else float("nan")
     rest = sorted(((k, v) for k, v in per.items() if k not in (MATMUL, ATTENTION)), key=lambda kv: -kv[1])
     top = ", ".join(f"{k} {v:.1f} ms" for k, v in rest[:3])
+    vs_peak = f" ({rate / peak_flops:.0%} of the {peak_name}, {peak_flops / 1e12:.3g} TFLOP/s)" if peak_flops else ""
+    unknown = f"; {b.unknown_ns / 1e6 / b.steps:.1f} ms in ops the HLO text does not name" if b.unknown_ns else ""
     overlap = " (ops ran at once: XLA's CPU threads, or several GPU streams)" if busy_ms > step_ms else ""
-    vs_peak = f" ({rate / peak_flops:.0%} of the {peak_flops / 1e12:.3g} TFLOP/s peak)" if peak_flops else ""
     return (f"{step_ms:.1f} ms/step: matmul + attention ops {mm_ms:.1f} ms at {rate / 1e12:.3g} TFLOP/s"
-            f"{vs_peak}; other ops "
-            f"{busy_ms - mm_ms:.1f} ms ({top}); summed op time {busy_ms:.1f} ms = {busy_ms / step_ms:.0%} of the step"
-            f"{overlap}")
+            f"{vs_peak}; other ops {busy_ms - mm_ms:.1f} ms ({top}){unknown}; summed op time {busy_ms:.1f} ms "
+            f"= {busy_ms / step_ms:.0%} of the step{overlap}")
