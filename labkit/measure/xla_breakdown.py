@@ -283,7 +283,7 @@ def summary(b: XlaBreakdown, step_s: float) -> dict[str, Any]:
 
 
 def limited_by(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: float | None,
-               peak_name: str = "peak") -> str:
+               peak_name: str = "") -> str:
     """One sentence: where the step's time went and how fast its matmuls ran against the named peak (bench_mfu)."""
     per = defaultdict(float, b.per_step_ms())
     mm_ms = per[MATMUL] + per[ATTENTION]
@@ -291,7 +291,9 @@ def limited_by(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: 
     rate = matmul_flops / (mm_ms / 1e3) if mm_ms > 0 else float("nan")
     rest = sorted(((k, v) for k, v in per.items() if k not in (MATMUL, ATTENTION)), key=lambda kv: -kv[1])
     top = ", ".join(f"{k} {v:.1f} ms" for k, v in rest[:3])
-    vs_peak = f" ({rate / peak_flops:.0%} of the {peak_name}, {peak_flops / 1e12:.3g} TFLOP/s)" if peak_flops else ""
+    vs_peak = ""
+    if peak_flops:  # a Peak.label() names its own figure; without a name, say the figure
+        vs_peak = f" ({rate / peak_flops:.0%} of {peak_name or f'the {peak_flops / 1e12:.3g} TFLOP/s peak'})"
     unknown = f"; {b.unknown_ns / 1e6 / b.steps:.1f} ms in ops the HLO text does not name" if b.unknown_ns else ""
     overlap = " (ops ran at once: XLA's CPU threads, or several GPU streams)" if busy_ms > step_ms else ""
     return (f"{step_ms:.1f} ms/step: matmul + attention ops {mm_ms:.1f} ms at {rate / 1e12:.3g} TFLOP/s"
