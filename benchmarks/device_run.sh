@@ -14,12 +14,12 @@ T0=$(date +%s)  # the budget covers the setup below too: the call's own limit do
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-out}
 BUDGET_S=${BUDGET_S:-570}
-JOBS=${JOBS:-"lab05 lab04 mfu-medium lab02 precision lab01"}
+JOBS=${JOBS:-"lab05 bf16-loss lab04 mfu-medium lab02 precision lab01"}
 
 # Seconds each job took on an H100/H200 with the GPU to itself (lab02 468 s, lab05 301 s; the others
 # beside other work, or estimated): a job is not started with less than this left.
 declare -A SECONDS_OF=([lab00]=90 [lab01]=120 [lab02]=480 [lab03]=180 [lab04]=330 [lab05]=310 [lab06]=70
-                       [mfu-medium]=200 [precision]=240 [serve]=110 [t4]=560)
+                       [mfu-medium]=200 [precision]=240 [serve]=110 [t4]=560 [bf16-loss]=180)
 
 if [ -d .whl ] && ! python3 -c "import papermill" 2>/dev/null; then
   pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -50,6 +50,8 @@ for job in $JOBS; do
                   --out "$OUT/r/mfu_gpt2-medium.json" 2>&1 | grep -v Warning | tail -8 ;;
     precision) timeout "$LEFT" python3 benchmarks/bench_precision.py --out "$OUT/r/precision.json" 2>&1 \
                  | grep -v Warning | tail -16 ;;
+    bf16-loss) timeout "$LEFT" python3 benchmarks/diag_bf16_loss.py --out "$OUT/r/bf16_loss.json" 2>&1 \
+                 | grep -v Warning | tail -10 ;;
     serve) timeout "$LEFT" python3 benchmarks/bench_serve.py --batches 1 32 --out "$OUT/r/serve.json" 2>&1 \
              | grep -v Warning | tail -12 ;;
   esac

@@ -32,6 +32,11 @@ PRECISIONS = ("fp32", "bf16", "fp16_scaled", "fp16")  # "fp16": no loss scaling 
 _COMPUTE = {"fp32": "float32", "bf16": "bfloat16", "fp16_scaled": "float16", "fp16": "float16"}
 
 
+def compute_dtype(precision: str) -> str:
+    """(Lab 04) The dtype a run's matmuls and activations use: "float32", "bfloat16" or "float16"."""
+    return _COMPUTE[check_precision(precision)]
+
+
 def check_precision(name: str) -> str:
     """(Lab 04) Return ``name`` if it is a training precision, else raise listing the valid ones."""
     if name not in PRECISIONS:

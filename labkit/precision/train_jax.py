@@ -16,20 +16,26 @@ from typing import Any
 import numpy as np
 
 from labkit.precision import loss_scale as ls
+from labkit.runtime import device
 from labkit.gpt.data import Batcher
 from labkit.gpt.config import GPTConfig
-from labkit.precision.train import (_COMPUTE, _FP32_MATMUL, TrainConfig, TrainResult,
-                                    check_precision, init_flat, memory_model)
+from labkit.precision.train import (_FP32_MATMUL, TrainConfig, TrainResult, compute_dtype, init_flat,
+                                    memory_model)
+
+
+def _jax_dtype(precision: str) -> Any:
+    import jax.numpy as jnp
+
+    return getattr(jnp, compute_dtype(precision))
 
 
 def _jax_parts(cfg: GPTConfig, precision: str, flat: dict[str, np.ndarray]) -> tuple[Any, ...]:
-    import jax.numpy as jnp
     from flax import nnx
 
     from labkit.gpt.convert import load_flat_params
     from labkit.gpt.flax_model import abstract_flax_gpt
 
-    dt = getattr(jnp, _COMPUTE[check_precision(precision)])
+    dt = _jax_dtype(precision)
     model = abstract_flax_gpt(cfg, dtype=dt)  # shapes only; load_flat_params fills in fp32
     model = load_flat_params(model, flat)
     return nnx.split(model, nnx.Param, ...)  # graphdef (holds the compute dtype), params, rest
@@ -93,8 +99,11 @@ def train_jax(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfi
     x0, y0 = next(Batcher(tokens, tc.batch, tc.seq, seed=tc.seed))
     # One compile per (model, precision, optimizer, loss-scale rule, batch shape): re-running a
     # cell, or a run that differs only in init_scale / seed / steps, reuses it.
+    # The attention kernel is chosen when the step is traced (cuDNN's on Ampere+ in bf16/fp16, XLA's inside
+    # device.xla_attention()): part of the key, or a run asking for XLA's would reuse cuDNN's program.
+    attention = device.jax_attention_implementation(_jax_dtype(precision))
     key = (cfg, precision, tc.lr, tc.warmup, tc.clip_norm, replace(lcfg, init_scale=1.0), x0.shape, tc.fp32_matmul,
-           jax.default_backend())
+           jax.default_backend(), attention)
     if key not in _COMPILED:
         jax_prec = _FP32_MATMUL[tc.fp32_matmul][0]
         with jax.default_matmul_precision(jax_prec) if jax_prec else contextlib.nullcontext():

@@ -129,6 +129,25 @@ def test_bad_input() -> None:
         pt.TrainConfig(loss_scale=ls.LossScaleConfig(init_scale=-8.0))
     with pytest.raises(ValueError, match="trace_steps must be >= 0"):
         pt.TrainConfig(trace_steps=-1)
+    assert [pt.compute_dtype(p) for p in ("fp32", "bf16", "fp16_scaled")] == ["float32", "bfloat16", "float16"]
+    with pytest.raises(ValueError, match="valid: fp32"):
+        pt.compute_dtype("int8")
+
+
+def test_the_attention_kernel_is_part_of_the_compiled_step_key(tokens, flat, monkeypatch) -> None:
+    """A bf16 run under device.xla_attention() on a GPU must not reuse the cuDNN-attention program
+    compiled for an earlier run (the diagnosis of issue 17 compares the two)."""
+    from labkit.precision import train_jax
+    from labkit.runtime import device
+
+    tc = replace(TC, steps=2)
+    pt.train_jax(CFG, "bf16", tokens, tc, flat)
+    before = len(train_jax._COMPILED)
+    pt.train_jax(CFG, "bf16", tokens, tc, flat)
+    assert len(train_jax._COMPILED) == before  # same program: reused
+    monkeypatch.setattr(device, "jax_attention_implementation", lambda dtype: "xla")  # another kernel choice
+    pt.train_jax(CFG, "bf16", tokens, tc, flat)
+    assert len(train_jax._COMPILED) == before + 1
 
 
 def test_trace_steps_charge_extra_jax_steps_by_hlo_op_without_touching_the_run(tokens, flat) -> None:
