@@ -16,7 +16,7 @@ body: ``num_warps`` (warps per program: 4 or 8 for a warpgroup MMA on Hopper) an
 (how many K tiles are in flight from memory while the current one multiplies; Ampere and Hopper
 copy them asynchronously, a T4 (sm_75) cannot, so there it changes nothing). `tune` times a
 list of configurations -- by default the ones Triton's own matmul tutorial autotunes over for CUDA
--- and skips any whose tiles do not fit this GPU's shared memory (Triton raises OutOfResources).
+and 16-bit inputs -- and skips any whose tiles do not fit this GPU's shared memory (OutOfResources).
 
 On a CUDA GPU the kernel is compiled. Without one it runs in Triton's interpreter (numpy on
 the CPU, slow: keep to a few hundred per dimension), which labkit.runtime.device switches on before
