@@ -19,7 +19,7 @@ JOBS=${JOBS:-"lab05 bf16-loss lab04 mfu-medium lab02 precision lab01"}
 # Seconds each job took on an H100/H200 with the GPU to itself (lab02 468 s, lab05 301 s; the others
 # beside other work, or estimated): a job is not started with less than this left.
 declare -A SECONDS_OF=([lab00]=90 [lab01]=120 [lab02]=480 [lab03]=180 [lab04]=330 [lab05]=310 [lab06]=70
-                       [mfu-medium]=200 [precision]=240 [serve]=110 [t4]=560 [bf16-loss]=180)
+                       [mfu-medium]=200 [precision]=240 [serve]=110 [t4]=240 [bf16-loss]=180)
 
 if [ -d .whl ] && ! python3 -c "import papermill" 2>/dev/null; then
   pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -32,9 +32,10 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > 
 git log -1 --format='%H %s' > "$OUT/r/commit.txt" 2>/dev/null || true
 python3 -m labkit.course.cli doctor > "$OUT/r/doctor.txt" 2>&1
 
-lab() {  # lab NN [env...]: the full profile of one lab
+lab() {  # lab NN [VAR=value...]: the full profile of one lab, in $OUT/r/lab<NN><suffix>
   local nn=$1; shift
-  env "$@" timeout "$LEFT" python3 -m labkit.course.cli run --profile full --out "$OUT/r/lab$nn" "$nn" 2>&1 | tail -4
+  env "$@" timeout "$LEFT" python3 -m labkit.course.cli run --profile full --out "$OUT/r/lab$nn${SUFFIX:-}" "$nn" \
+    2>&1 | tail -4
 }
 
 for job in $JOBS; do
@@ -45,7 +46,7 @@ for job in $JOBS; do
   echo "== $job ($LEFT s left)"
   case $job in
     lab0[0-6]) lab "${job#lab}" ;;
-    t4) lab 00 LABKIT_EMULATE=t4 ;;
+    t4) SUFFIX=_t4 lab 00 LABKIT_EMULATE=t4; LEFT=$(( BUDGET_S - ($(date +%s) - T0) )); SUFFIX=_t4 lab 01 LABKIT_EMULATE=t4 ;;
     mfu-medium) timeout "$LEFT" python3 benchmarks/bench_mfu.py --model gpt2-medium --batch 16 \
                   --out "$OUT/r/mfu_gpt2-medium.json" 2>&1 | grep -v Warning | tail -8 ;;
     precision) timeout "$LEFT" python3 benchmarks/bench_precision.py --out "$OUT/r/precision.json" 2>&1 \
