@@ -53,14 +53,12 @@ def _timing(t: bench.Timing, flops_per_step: float, tokens: int, peaks: dict[str
 
 def _jax_device_time(jt: Any, batch: Any, step_s: float, matmul_flops: float, peak: mfu.Peak) -> dict[str, Any]:
     """Trace three Flax steps and say where their device time went (issue 15: what limits the Flax step)."""
-    text = jt.lower(*batch).compile().as_text()  # the program step_fn runs (jit's cache: no new compile)
     try:
-        b = xla_breakdown.trace_step(lambda: jt.step(*batch), text, steps=3)
+        b = xla_breakdown.trace_trainer(jt, *batch, steps=3)
     except Exception as e:  # noqa: BLE001 -- a profiler that cannot start (no CUPTI) must not lose the timings
         print(f"device-time breakdown skipped: {type(e).__name__}: {e}")
         return {"error": f"{type(e).__name__}: {e}"}
-    out = {**xla_breakdown.summary(b, step_s), "top_ops": b.top_ops(),
-           "limited_by": xla_breakdown.limited_by(b, step_s, matmul_flops, peak.flops, peak.label())}
+    out = xla_breakdown.report(b, step_s, matmul_flops, peak.flops, peak.label())
     print(out["limited_by"])
     return out
 

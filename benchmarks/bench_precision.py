@@ -63,9 +63,7 @@ def _device_time(r: Any, cfg: Any, batch: int, chip: str, variant: str) -> dict[
     except (hardware.UnknownChipError, hardware.UnsupportedDtypeError):
         peak = None
     mm = flops.flops_per_step(cfg, batch, cfg.seq_len, "matmul")  # every matmul FLOP, attention included
-    b = r.device_time
-    return {**xla_breakdown.summary(b, r.step_time_s), "top_ops": b.top_ops(),
-            "limited_by": xla_breakdown.limited_by(b, r.step_time_s, mm, peak, f"the datasheet {dtype} peak of {chip}")}
+    return xla_breakdown.report(r.device_time, r.step_time_s, mm, peak, f"the datasheet {dtype} peak of {chip}")
 
 
 def main() -> None:

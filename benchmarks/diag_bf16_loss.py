@@ -39,7 +39,7 @@ import labkit
 from _results import default_path
 from labkit.gpt.config import get_config
 from labkit.gpt.data import ByteTokenizer, get_batch, load_corpus
-from labkit.precision import causality
+from labkit.precision import causality, noise
 from labkit.precision import train as precision_train
 from labkit.runtime import device, versions
 
@@ -80,9 +80,8 @@ def main() -> None:
         runs[name] = {"precision": prec, "attention": kernel, "final_loss": r.final_loss(), "losses": r.losses,
                       "leak_ratio": leak, "causal": leak <= causality.LEAK_LIMIT, "seconds": time.perf_counter() - t0}
         print(f"{name:12s} attention {kernel:5s} final loss {r.final_loss():.4f}  leak ratio {leak:.2g}")
-    ref = np.asarray(runs["fp32"]["losses"])
     for name, v in runs.items():  # signed: below zero, the run beat fp32
-        v["mean_signed_gap_vs_fp32"] = float(np.mean(np.asarray(v["losses"])[warmup:] - ref[warmup:]))
+        v["mean_signed_gap_vs_fp32"] = noise.signed_gap(v["losses"], runs["fp32"]["losses"], start=warmup)
         v["final_gap_vs_fp32"] = v["final_loss"] - runs["fp32"]["final_loss"]
         print(f"{name:12s} gap to fp32: final {v['final_gap_vs_fp32']:+.4f}, mean after warm-up "
               f"{v['mean_signed_gap_vs_fp32']:+.4f} nats")

@@ -236,8 +236,11 @@ def torch_op_breakdown(step: Callable[[], Any], steps: int = 3, device: Any = "c
     return cpu_self_time(prof.key_averages(), steps)
 
 
-def matmul_rate(flops_per_step: float, breakdown: OpBreakdown) -> float:
+def matmul_rate(flops_per_step: float, breakdown: Any) -> float:
     """FLOP/s the matmul + attention ops ran at in their own time: all of a GPT step's FLOPs (Lab 02).
+
+    `breakdown`: torch's OpBreakdown or JAX's xla_breakdown.XlaBreakdown (both say ``matmul_share``
+    and ``ms_per_step``).
 
     It cannot exceed the chip's peak; a breakdown that misses matmul time (bucketing nvjet GEMMs
     as "other") shows up as an impossible rate.

@@ -210,6 +210,25 @@ class XlaBreakdown:
         """Summed event time: kernels that overlap (streams, CPU threads) each count (bench_mfu)."""
         return sum(self.by_category_ns.values()) + self.unknown_ns
 
+    # The same reading as torch's OpBreakdown (labkit.measure.breakdown), so breakdown.matmul_rate and
+    # Lab 02's table take either.
+    @property
+    def ms_per_step(self) -> float:
+        """Summed op time per step, ms (Lab 02)."""
+        return self.busy_ns / 1e6 / self.steps
+
+    @property
+    def matmul_share(self) -> float:
+        """Fraction of the summed op time in matmul + attention (Lab 02)."""
+        mm = self.by_category_ns[MATMUL] + self.by_category_ns[ATTENTION]
+        return mm / self.busy_ns if self.busy_ns else 0.0
+
+    @property
+    def rows(self) -> tuple[dict[str, Any], ...]:
+        """{"category", "ms per step", "share" (of the summed op time)}, largest first (Lab 02)."""
+        return tuple({"category": k, "ms per step": v, "share": v / self.ms_per_step}
+                     for k, v in self.per_step_ms().items())
+
     def per_step_ms(self) -> dict[str, float]:
         """Category -> ms per step, largest first (bench_mfu)."""
         rows = sorted(self.by_category_ns.items(), key=lambda kv: -kv[1])
@@ -273,21 +292,33 @@ def trace_step(run: Callable[[], Any], compiled_text: str, steps: int = 3) -> Xl
     return attribute(events, ops, steps, source)
 
 
+def trace_trainer(trainer: Any, x: Any, y: Any, steps: int = 3) -> XlaBreakdown:
+    """`trace_step` on a ``labkit.gpt.train.JaxTrainer``'s own jitted step at this batch (Lab 02, bench_mfu)."""
+    text = trainer.lower(x, y).compile().as_text()  # the program trainer.step runs (jit's cache: no new compile)
+    return trace_step(lambda: trainer.step(x, y), text, steps)
+
+
 def summary(b: XlaBreakdown, step_s: float) -> dict[str, Any]:
     """JSON-ready figures: ms per step by category and phase, and how busy the device was (bench_mfu)."""
-    busy_ms = b.busy_ns / 1e6 / b.steps
     by_phase = {k: v / 1e6 / b.steps for k, v in b.by_phase_ns.items()}
-    return {"source": b.source, "step_ms": step_s * 1e3, "busy_ms_per_step": busy_ms,
-            "busy_over_step": busy_ms / (step_s * 1e3), "by_category_ms": b.per_step_ms(),
+    return {"source": b.source, "step_ms": step_s * 1e3, "busy_ms_per_step": b.ms_per_step,
+            "busy_over_step": b.ms_per_step / (step_s * 1e3), "by_category_ms": b.per_step_ms(),
             "by_phase_ms": by_phase, "unknown_ms": b.unknown_ns / 1e6 / b.steps}
+
+
+def report(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: float | None,
+           peak_name: str = "") -> dict[str, Any]:
+    """A benchmark's JSON entry: :func:`summary`, the top ops and :func:`limited_by`'s sentence (bench_mfu)."""
+    return {**summary(b, step_s), "top_ops": b.top_ops(),
+            "limited_by": limited_by(b, step_s, matmul_flops, peak_flops, peak_name)}
 
 
 def limited_by(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: float | None,
                peak_name: str = "") -> str:
     """One sentence: where the step's time went and how fast its matmuls ran against the named peak (bench_mfu)."""
     per = defaultdict(float, b.per_step_ms())
-    mm_ms = per[MATMUL] + per[ATTENTION]
-    busy_ms, step_ms = b.busy_ns / 1e6 / b.steps, step_s * 1e3
+    busy_ms, step_ms = b.ms_per_step, step_s * 1e3
+    mm_ms = b.matmul_share * busy_ms
     rate = matmul_flops / (mm_ms / 1e3) if mm_ms > 0 else float("nan")
     rest = sorted(((k, v) for k, v in per.items() if k not in (MATMUL, ATTENTION)), key=lambda kv: -kv[1])
     top = ", ".join(f"{k} {v:.1f} ms" for k, v in rest[:3])

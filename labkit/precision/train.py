@@ -158,7 +158,7 @@ def init_flat(cfg: GPTConfig, seed: int = 0) -> dict[str, np.ndarray]:
 def _torch_dtype(precision: str) -> Any:
     import torch
 
-    return getattr(torch, _COMPUTE[check_precision(precision)])
+    return getattr(torch, compute_dtype(precision))
 
 
 def saved_bytes_torch(model: Any, precision: str, x: Any) -> int:

@@ -145,6 +145,18 @@ def test_attribute_sums_each_category_and_phase_and_keeps_unknown_ops_apart() ->
         xb.attribute(events, ops, steps=0)
 
 
+def test_it_reads_like_torchs_breakdown_so_lab_02_checks_both_the_same_way() -> None:
+    from labkit.measure import breakdown
+
+    ops = xb.classify_hlo(GPU_HLO)
+    # per step: 10 ms GEMM + 5 ms attention + 5 ms elementwise = 20 ms summed, 15 TFLOP of matmuls
+    b = xb.attribute([("cublas-lt-matmul.2", 20e6), ("custom-call.7", 10e6), ("loop_sqrt_fusion", 10e6)], ops, 2)
+    assert b.ms_per_step == 20.0 and b.matmul_share == 0.75
+    assert [(r["category"], r["ms per step"], r["share"]) for r in b.rows] == [
+        (xb.MATMUL, 10.0, 0.5), (xb.ATTENTION, 5.0, 0.25), (xb.ELEMENTWISE, 5.0, 0.25)]
+    assert breakdown.matmul_rate(15e12, b) == pytest.approx(1e15)  # 15 TFLOP in 15 ms
+
+
 def test_limited_by_states_the_matmul_rate_from_its_kernel_time() -> None:
     ops = xb.classify_hlo(GPU_HLO)
     # 10 ms of GEMM + 5 ms of attention per step for 15 TFLOP: 1000 TFLOP/s, half a 2000 TFLOP/s peak.
@@ -197,6 +209,12 @@ def test_trace_step_on_this_cpu_finds_every_op_in_the_hlo(cpu_step) -> None:
     assert all(v > 0 for v in b.by_phase_ns.values())  # forward, backward and AdamW all ran
     assert b.busy_ns == pytest.approx(sum(b.by_op_ns.values()))
     assert jax.devices()[0].platform == "cpu"
+
+
+def test_trace_trainer_traces_the_trainers_own_step(cpu_step) -> None:
+    jt, x, text = cpu_step
+    b = xb.trace_trainer(jt, x, x, steps=2)
+    assert b.steps == 2 and b.unknown_ns == 0.0 and set(b.by_op_ns) <= set(xb.classify_hlo(text))
 
 
 def test_trace_step_says_when_the_program_never_ran(cpu_step) -> None:
