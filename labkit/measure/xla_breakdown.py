@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import glob
 import re
+import statistics
 import tempfile
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -244,21 +245,28 @@ class XlaBreakdown:
 
 def attribute(events: Iterable[tuple[str, float]], ops: dict[str, HloOp], steps: int,
               source: str = "") -> XlaBreakdown:
-    """Sum each (op, ns) event into its HLO category and phase (bench_mfu)."""
+    """Sum each op's time into its HLO category and phase, each op at its median event (bench_mfu, Lab 02).
+
+    An op's time is its median event times its event count, the timing rule of
+    ``labkit.measure.bench.TIMING_RULE`` applied to each op: one event stretched by a preempted
+    CPU thread or a stall (other work on a shared machine) does not move its category or pass.
+    """
     if steps < 1:
         raise ValueError(f"steps must be >= 1 (the number of traced runs), got {steps!r}")
     cat: dict[str, float] = dict.fromkeys(CATEGORIES, 0.0)
     phase: dict[str, float] = dict.fromkeys(PHASES, 0.0)
-    by_op: Counter[str] = Counter()
-    unknown = 0.0
+    durations: defaultdict[str, list[float]] = defaultdict(list)
     for op, ns in events:
-        by_op[op] += ns
+        durations[op].append(ns)
+    by_op = {op: statistics.median(ds) * len(ds) for op, ds in durations.items()}  # ns over all traced steps
+    unknown = 0.0
+    for op, ns in by_op.items():
         if op in ops:
             cat[ops[op].category] += ns
             phase[ops[op].phase] += ns
         else:
             unknown += ns
-    return XlaBreakdown(cat, phase, dict(by_op), unknown, steps, source, {k: ops[k] for k in by_op if k in ops})
+    return XlaBreakdown(cat, phase, by_op, unknown, steps, source, {k: ops[k] for k in by_op if k in ops})
 
 
 def records(profile: Any) -> list[Record]:

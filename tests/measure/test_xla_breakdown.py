@@ -145,6 +145,17 @@ def test_attribute_sums_each_category_and_phase_and_keeps_unknown_ops_apart() ->
         xb.attribute(events, ops, steps=0)
 
 
+def test_attribute_takes_each_op_at_its_median_event_so_one_stall_moves_nothing() -> None:
+    ops = xb.classify_hlo(GPU_HLO)
+    # five steps; the GEMM's third run was stretched 50x (a preempted CPU thread, another process's work)
+    events = [("cublas-lt-matmul.2", 1000.0)] * 2 + [("cublas-lt-matmul.2", 50000.0)] + [("cublas-lt-matmul.2", 1000.0)] * 2
+    events += [("loop_sqrt_fusion", 400.0), ("loop_sqrt_fusion", 600.0)] * 2 + [("loop_sqrt_fusion", 500.0)]
+    b = xb.attribute(events, ops, steps=5)
+    assert b.by_op_ns == {"cublas-lt-matmul.2": 5000.0, "loop_sqrt_fusion": 2500.0}  # median x count, not the sum
+    assert b.by_category_ns[xb.MATMUL] == 5000.0 and b.by_category_ns[xb.ELEMENTWISE] == 2500.0
+    assert b.per_step_ms() == {xb.MATMUL: 0.001, xb.ELEMENTWISE: 0.0005}
+
+
 def test_it_reads_like_torchs_breakdown_so_lab_02_checks_both_the_same_way() -> None:
     from labkit.measure import breakdown
 
