@@ -334,7 +334,8 @@ def limited_by(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: 
     if peak_flops:  # a Peak.label() names its own figure; without a name, say the figure
         vs_peak = f" ({rate / peak_flops:.0%} of {peak_name or f'the {peak_flops / 1e12:.3g} TFLOP/s peak'})"
     unknown = f"; {b.unknown_ns / 1e6 / b.steps:.1f} ms in ops the HLO text does not name" if b.unknown_ns else ""
-    overlap = " (ops ran at once: XLA's CPU threads, or several GPU streams)" if busy_ms > step_ms else ""
+    # Above the step by more than timing noise, the summed op time means ops overlapped.
+    overlap = " (ops ran at once: XLA's CPU threads, or several GPU streams)" if busy_ms > 1.05 * step_ms else ""
     return (f"{step_ms:.1f} ms/step: matmul + attention ops {mm_ms:.1f} ms at {rate / 1e12:.3g} TFLOP/s"
             f"{vs_peak}; other ops {busy_ms - mm_ms:.1f} ms ({top}){unknown}; summed op time {busy_ms:.1f} ms "
             f"= {busy_ms / step_ms:.0%} of the step{overlap}")

@@ -178,6 +178,7 @@ def test_limited_by_states_the_matmul_rate_from_its_kernel_time() -> None:
     assert "(50% of spec bf16 2000 TFLOP/s)" in named
     assert "other ops 5.0 ms (elementwise fusions 5.0 ms" in line and line.endswith("= 80% of the step")
     assert "ops ran at once" in xb.limited_by(b, step_s=0.015, matmul_flops=15e12, peak_flops=2000e12)
+    assert "ops ran at once" not in xb.limited_by(b, step_s=0.0195, matmul_flops=15e12, peak_flops=2000e12)  # 103%: noise
     b2 = xb.attribute([("cublas-lt-matmul.2", 10e6), ("not-in-hlo.1", 2e6)], ops, 1)
     assert "; 2.0 ms in ops the HLO text does not name;" in xb.limited_by(b2, 0.02, 1e12, None)
     s = xb.summary(b, 0.025)

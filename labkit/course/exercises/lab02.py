@@ -78,7 +78,8 @@ def check_flops_per_token(fn: Callable[[GPTConfig, int], float]) -> CheckResult:
     ]
     return check_function("FLOPs per token", fn, _reference_fpt, _cfg_cases(_rng()), hints=hints, rtol=1e-9,
                           explain="6·N + 12·L·H·Q·T with N = matmul weights: labkit.measure.flops calls this the "
-                                  "'matmul' variant, and both compilers count exactly this.")
+                                  "'matmul' variant; XLA's dots and torch's counter (SDPA "
+                                  "on its math path) count exactly this.")
 
 
 def _reference_mfu(fpt: float, batch: int, seq: int, step_time_s: float, peak_tflops: float,
