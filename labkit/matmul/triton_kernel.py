@@ -45,7 +45,8 @@ if _HAVE_TRITON:
     #   as a 1-element array that range() rejects under numpy 2.4 ("TypeError: only 0-dimensional
     #   arrays ..."), the numpy the xla extra pairs it with.
     # - UPCAST is set only in the interpreter, whose tl.dot mis-multiplies bf16 (triton#11584);
-    #   bf16 products are exact in fp32, so the upcast changes no result.
+    #   bf16 products are exact in fp32, so the upcast changes no result. There `matmul` also passes
+    #   an fp32 C and rounds it with torch: the interpreter's final bf16 cast truncates.
     @triton.jit
     def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K: tl.constexpr,  # C (M, N) = A (M, K) @ B (K, N)
                        stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
@@ -183,9 +184,12 @@ def matmul(a: Any, b: Any, *, block_m: int = 64, block_n: int = 64, block_k: int
         raise ValueError(f"Triton runs {mode()} here, so A and B must be on '{want}'; got "
                          f"{a.device} and {b.device} (use labkit.runtime.device.torch_device())")
     (M, K), N = a.shape, b.shape[1]
-    c = torch.empty((M, N), dtype=a.dtype, device=a.device)  # (M, N)
+    # The interpreter's fp32 -> bf16 cast truncates (rounds toward zero) where a GPU rounds to nearest
+    # even, doubling the error: there the kernel writes its fp32 result and torch rounds it once, correctly.
+    upcast = INTERPRET and a.dtype == torch.bfloat16
+    c = torch.empty((M, N), dtype=torch.float32 if upcast else a.dtype, device=a.device)  # (M, N)
     grid = (triton.cdiv(M, block_m), triton.cdiv(N, block_n))  # one program per C tile
     matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                          c.stride(0), c.stride(1), BLOCK_M=block_m, BLOCK_N=block_n,
-                         BLOCK_K=block_k, UPCAST=INTERPRET and a.dtype == torch.bfloat16, **launch)
-    return c
+                         BLOCK_K=block_k, UPCAST=upcast, **launch)
+    return c.to(a.dtype)  # a no-op unless upcast

@@ -39,6 +39,25 @@ def test_triton_matches_matmul(m, k, n, dtype):
 
 
 @needs_triton
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_output_is_rounded_once_to_nearest(dtype):
+    """Each element within half a unit in the last place of the exact product, as a GPU's cast rounds.
+
+    The interpreter's own fp32 -> bf16 cast truncates (up to a whole ulp off, about half of all
+    elements here), which `matmul` routes around; a truncating cast fails this test.
+    """
+    where = "cpu" if kt.INTERPRET else "cuda"
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(64, 128, generator=g).to(where, dtype)
+    b = torch.randn(128, 64, generator=g).to(where, dtype)
+    c = kt.matmul(a, b).double().cpu()
+    exact = a.double().cpu() @ b.double().cpu()
+    u = torch.finfo(dtype).eps / 2  # unit roundoff: one correct rounding errs by <= u relative
+    # u of the rounding, plus a margin for the fp32 accumulation order (~1e-6 relative at K = 128)
+    assert ((c - exact).abs() <= (u * (1 + 1e-3)) * exact.abs() + 1e-5 * exact.abs().max()).all()
+
+
+@needs_triton
 def test_triton_bad_inputs_say_what_is_wrong():
     a, b = torch.randn(32, 32), torch.randn(32, 32)
     with pytest.raises(ValueError, match="inner dimensions do not match"):
