@@ -32,21 +32,23 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > 
 git log -1 --format='%H %s' > "$OUT/r/commit.txt" 2>/dev/null || true
 python3 -m labkit.course.cli doctor > "$OUT/r/doctor.txt" 2>&1
 
-lab() {  # lab NN [VAR=value...]: the full profile of one lab, in $OUT/r/lab<NN><suffix>
+left() { echo $(( BUDGET_S - ($(date +%s) - T0) )); }  # seconds of the budget still unspent
+
+lab() {  # lab NN [VAR=value...]: the full profile of one lab, in $OUT/r/lab<NN><suffix>, within what is left
   local nn=$1; shift
-  env "$@" timeout "$LEFT" python3 -m labkit.course.cli run --profile full --out "$OUT/r/lab$nn${SUFFIX:-}" "$nn" \
+  env "$@" timeout "$(left)" python3 -m labkit.course.cli run --profile full --out "$OUT/r/lab$nn${SUFFIX:-}" "$nn" \
     2>&1 | tail -4
 }
 
 for job in $JOBS; do
-  LEFT=$(( BUDGET_S - ($(date +%s) - T0) ))
+  LEFT=$(left)
   need=${SECONDS_OF[$job]:-}
   if [ -z "$need" ]; then echo "unknown job '$job': one of ${!SECONDS_OF[*]}"; continue; fi
   if [ "$LEFT" -lt "$need" ]; then echo "skip $job: $LEFT s left, it took ~$need s"; continue; fi
   echo "== $job ($LEFT s left)"
   case $job in
     lab0[0-6]) lab "${job#lab}" ;;
-    t4) SUFFIX=_t4 lab 00 LABKIT_EMULATE=t4; LEFT=$(( BUDGET_S - ($(date +%s) - T0) )); SUFFIX=_t4 lab 01 LABKIT_EMULATE=t4 ;;
+    t4) SUFFIX=_t4 lab 00 LABKIT_EMULATE=t4; SUFFIX=_t4 lab 01 LABKIT_EMULATE=t4 ;;
     mfu-medium) timeout "$LEFT" python3 benchmarks/bench_mfu.py --model gpt2-medium --batch 16 \
                   --out "$OUT/r/mfu_gpt2-medium.json" 2>&1 | grep -v Warning | tail -8 ;;
     precision) timeout "$LEFT" python3 benchmarks/bench_precision.py --out "$OUT/r/precision.json" 2>&1 \

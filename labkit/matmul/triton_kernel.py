@@ -45,8 +45,7 @@ if _HAVE_TRITON:
     #   as a 1-element array that range() rejects under numpy 2.4 ("TypeError: only 0-dimensional
     #   arrays ..."), the numpy the xla extra pairs it with.
     # - UPCAST is set only in the interpreter, whose tl.dot mis-multiplies bf16 (triton#11584);
-    #   bf16 products are exact in fp32, so the upcast changes no result. There `matmul` also passes
-    #   an fp32 C and rounds it with torch: the interpreter's final bf16 cast truncates.
+    #   bf16 products are exact in fp32, so the upcast changes no result (and `matmul` rounds C itself).
     @triton.jit
     def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K: tl.constexpr,  # C (M, N) = A (M, K) @ B (K, N)
                        stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,

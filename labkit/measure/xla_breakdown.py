@@ -324,7 +324,7 @@ def report(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: floa
 def limited_by(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: float | None,
                peak_name: str = "") -> str:
     """One sentence: where the step's time went and how fast its matmuls ran against the named peak (bench_mfu)."""
-    per = defaultdict(float, b.per_step_ms())
+    per = b.per_step_ms()
     busy_ms, step_ms = b.ms_per_step, step_s * 1e3
     mm_ms = b.matmul_share * busy_ms
     rate = matmul_flops / (mm_ms / 1e3) if mm_ms > 0 else float("nan")

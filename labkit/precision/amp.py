@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-# Ops the lab probes: name -> which of PyTorch's CUDA autocast lists its AMP docs put it on: "float32" (autocast
-# to fp32), "low precision" (autocast to the autocast dtype), or None (on neither: it runs in its input's dtype).
-CUDA_FP32_LIST = {"matmul": False, "linear": False, "gelu": None, "softmax": True, "log_softmax": True,
-                  "layer_norm": True, "cross_entropy": True, "mse_loss": True}
-_LIST_NAME = {True: "float32", False: "low precision", None: "not listed (input dtype)"}
+# Ops the lab probes: name -> the CUDA autocast list PyTorch's AMP docs put it on: "float32" (autocast to fp32),
+# "low precision" (to the autocast dtype), or neither (it runs in its input's dtype).
+_FP32, _LOW, _NEITHER = "float32", "low precision", "not listed (input dtype)"
+CUDA_AUTOCAST_LIST = {"matmul": _LOW, "linear": _LOW, "gelu": _NEITHER, "softmax": _FP32, "log_softmax": _FP32,
+                  "layer_norm": _FP32, "cross_entropy": _FP32, "mse_loss": _FP32}
 
 
 def _ops() -> dict[str, Any]:
@@ -71,7 +71,7 @@ def autocast_dtypes(device: str = "cpu", dtype: Any = None, seed: int = 0) -> li
         ref = f(h.float(), w.to(dtype).float(), y)  # the same op on the same (rounded) inputs, in fp32
         rows.append({"op": name, "output dtype": str(out.dtype).replace("torch.", ""),
                      "max error (roundings)": _roundings(out, ref, dtype),
-                     "CUDA autocast list (docs)": _LIST_NAME[CUDA_FP32_LIST[name]]})
+                     "CUDA autocast list (docs)": CUDA_AUTOCAST_LIST[name]})
     return rows
 
 

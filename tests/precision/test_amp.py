@@ -10,7 +10,7 @@ from labkit.precision import amp
 
 def test_autocast_keeps_losses_fp32_and_computes_norms_in_fp32_on_cpu() -> None:
     rows = {r["op"]: r for r in amp.autocast_dtypes("cpu", torch.bfloat16)}
-    assert set(rows) == set(amp.CUDA_FP32_LIST)
+    assert set(rows) == set(amp.CUDA_AUTOCAST_LIST)
     for loss in ("cross_entropy", "mse_loss"):
         assert rows[loss]["output dtype"] == "float32" and rows[loss]["CUDA autocast list (docs)"] == "float32"
     for op in ("matmul", "linear", "softmax", "layer_norm"):  # bf16 out, fp32 inside: one rounding at the end

@@ -110,7 +110,6 @@ CHECKS: list[tuple[Callable[[Callable[..., Any]], CheckResult], Callable[..., An
 IDS = ["format_max", "round_to_bits", "update_scale"]
 
 
-
 def _unrecognised(check: Callable[..., CheckResult]) -> Callable[..., Any]:
     """A wrong answer that no hint can match on any drawn case, so the check must show inputs.
 
