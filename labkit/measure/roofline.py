@@ -7,13 +7,16 @@ is bound by neither but by fixed per-call costs (:func:`bound_by`).
 
 The roof must bound every op, so the bandwidth is the best of several probes (:func:`bandwidth_probes`):
 a read-only reduction (HBM reads faster than it mixes reads and writes, and batch-1 matvecs are
-read-dominated) and a read+write stream, in JAX and torch.
+read-dominated) and a read+write stream, in JAX and torch. JAX returns a new array from every call;
+the in-place stream donates its buffer (:func:`_in_place`) so a call allocates nothing, the way a
+training step that donates its state runs, and the allocating stream beside it shows what a fresh
+output costs on this runtime.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -132,19 +135,44 @@ def matmul_jax(m: int, n: int, k: int, dtype: str = "bf16", repeats: int = 10, d
     return OpPoint(f"matmul {m}x{k}x{n}", "jax", dtype, matmul_flops(m, n, k), matmul_bytes(m, n, k, BYTES[dtype]), t)
 
 
-def stream_jax(n_elements: int, dtype: str = "fp32", repeats: int = 10) -> OpPoint:
+def stream_jax(n_elements: int, dtype: str = "fp32", repeats: int = 10, in_place: bool = False) -> OpPoint:
     """Bandwidth probe ``y = x + 1`` in JAX: reads and writes every element once (Lab 00).
 
-    ``x + 1`` rather than a bare copy so XLA cannot alias the output to the input.
+    ``x + 1`` rather than a bare copy so XLA cannot alias the output to the input. ``in_place``
+    donates the buffer, so each call writes where it read (:func:`_in_place`); otherwise every call
+    returns a fresh array, and the probe also times allocating it.
     """
     import jax
 
     dt = _jnp_dtype(dtype)
-    f = jax.jit(lambda x: x + 1)
+    f = jax.jit(lambda x: x + 1, donate_argnums=0 if in_place else ())
     make = lambda i: (jax.random.normal(jax.random.key(i), (n_elements,), dt),)  # noqa: E731
-    t = time_jax(f, make, repeats=repeats, label=f"jax stream {n_elements} {dtype}", calls=_calls_jax())
+    fn = _in_place(f, 0) if in_place else f
+    t = time_jax(fn, make, repeats=repeats, label=f"jax stream {n_elements} {dtype}", calls=_calls_jax())
     nbytes = 2 * n_elements * BYTES[dtype]  # read x, write y
-    return OpPoint(f"stream {_mib(n_elements, dtype)}", "jax", dtype, n_elements, nbytes, t)
+    name = f"stream {_mib(n_elements, dtype)}" + (" in place" if in_place else ", new output")
+    return OpPoint(name, "jax", dtype, n_elements, nbytes, t)
+
+
+def _in_place(step: Callable[..., Any], arg: int) -> Callable[..., Any]:
+    """Wrap a jitted ``step`` that donates argument ``arg``: every call passes it the previous output there.
+
+    XLA then writes each result into the buffer it read, as a training step that donates its state
+    does, so no call allocates. The timing harness hands each call one of two fresh input sets; a
+    donated input would be deleted after its first use, so only the first call's array is donated and
+    later calls feed back the last output instead (its values do not matter to a bandwidth probe).
+    """
+    last: list[Any] = []
+
+    def call(*args: Any) -> Any:
+        args = list(args)
+        if last:
+            args[arg] = last[0]
+        out = step(*args)
+        last[:] = [out]
+        return out
+
+    return call
 
 
 def read_jax(n_elements: int, dtype: str = "fp32", repeats: int = 10) -> OpPoint:
@@ -170,17 +198,21 @@ def _mib(n_elements: int, dtype: str) -> str:
 
 
 def add_jax(n_elements: int, repeats: int = 10) -> OpPoint:
-    """Elementwise ``x + y`` in fp32: 1 FLOP per 12 bytes, deep in memory-bound land (Lab 00)."""
+    """Elementwise ``y = x + y`` in fp32, in place: 1 FLOP per 12 bytes, deep in memory-bound land (Lab 00).
+
+    ``y`` is donated (:func:`_in_place`), as an accumulation in a training step would be, so the
+    time is the memory traffic (read x, read y, write y), not the allocation of a new output.
+    """
     import jax
 
-    f = jax.jit(lambda x, y: x + y)
+    f = _in_place(jax.jit(lambda x, y: x + y, donate_argnums=1), 1)
 
     def make(i: int) -> tuple[Any, Any]:
         ka, kb = jax.random.split(jax.random.key(i))
         return jax.random.normal(ka, (n_elements,)), jax.random.normal(kb, (n_elements,))
 
-    t = time_jax(f, make, repeats=repeats, label="jax add")
-    return OpPoint("elementwise add", "jax", "fp32", n_elements, 3 * 4 * n_elements, t)
+    t = time_jax(f, make, repeats=repeats, label="jax add", calls=_calls_jax())
+    return OpPoint("elementwise add (in place)", "jax", "fp32", n_elements, 3 * 4 * n_elements, t)
 
 
 def softmax_jax(rows: int, cols: int, repeats: int = 10) -> OpPoint:
@@ -189,7 +221,7 @@ def softmax_jax(rows: int, cols: int, repeats: int = 10) -> OpPoint:
 
     f = jax.jit(lambda x: jax.nn.softmax(x, axis=-1))
     make = lambda i: (jax.random.normal(jax.random.key(i), (rows, cols)),)  # noqa: E731
-    t = time_jax(f, make, repeats=repeats, label="jax softmax")
+    t = time_jax(f, make, repeats=repeats, label="jax softmax", calls=_calls_jax())
     return OpPoint("softmax", "jax", "fp32", 5 * rows * cols, 2 * 4 * rows * cols, t)
 
 
@@ -291,12 +323,29 @@ def _calls_torch(device: Any) -> int | None:
 def bandwidth_probes(n_elements: int, dtype: str = "fp32", torch_device: Any = None,
                      repeats: int = 10) -> list[OpPoint]:
     """Read-only and read+write probes in JAX (and torch on ``torch_device``); the roof is their best (Lab 00)."""
-    pts = [read_jax(n_elements, dtype, repeats), stream_jax(n_elements, dtype, repeats)]
+    pts = [read_jax(n_elements, dtype, repeats), stream_jax(n_elements, dtype, repeats),
+           stream_jax(n_elements, dtype, repeats, in_place=True)]
     if torch_device is not None:
         pts += [read_torch(n_elements, dtype, torch_device, repeats),
                 stream_torch(n_elements, dtype, torch_device, repeats),
                 copy_torch(n_elements, dtype, torch_device, repeats)]
     return pts
+
+
+def probe_kind(point: OpPoint) -> str:
+    """(Lab 00) A bandwidth probe's kind without its size: "read", "stream", "stream in place" or "copy"."""
+    kind = point.name.split()[0]
+    if kind not in ("read", "stream", "copy"):
+        raise ValueError(f"{point.name!r} is not a bandwidth probe (read / stream / copy): see bandwidth_probes")
+    return kind + (" in place" if point.name.endswith(" in place") else "")
+
+
+def levelled_off(points: Sequence[OpPoint]) -> float:
+    """(Lab 00) FLOP/s of the largest size over the next largest: near 1 the sweep has levelled off."""
+    if len(points) < 2:
+        raise ValueError(f"need at least two sizes to see a sweep level off, got {len(points)}")
+    by_size = sorted(points, key=lambda p: p.flops)
+    return by_size[-1].flops_per_s / by_size[-2].flops_per_s
 
 
 def measured_bandwidth(points: Sequence[OpPoint]) -> float:

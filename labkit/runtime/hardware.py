@@ -330,9 +330,11 @@ def table(names: Sequence[str] | None = None) -> list[dict]:
 
 
 def learner_chips() -> list[str]:
-    """(Lab 00) Canonical names of the chips learners meet on Colab and Kaggle."""
-    return ["NVIDIA T4", "NVIDIA L4", "NVIDIA A100 SXM 40GB", "NVIDIA H100 SXM", "TPU v5e",
-            "TPU v6e"]
+    """(Lab 00) Canonical names of the chips learners meet on Colab and Kaggle, and the course's reference H100."""
+    # Colab: T4, L4, A100, TPU v5e / v6e; Kaggle: T4 x2, P100, TPU v5e-8 (DESIGN.md's learner table). The
+    # H100 is not a free runtime: it is the GPU the course's reference runs (benchmarks/) were measured on.
+    return ["NVIDIA T4", "NVIDIA P100 PCIe 16GB", "NVIDIA L4", "NVIDIA A100 SXM 40GB", "NVIDIA H100 SXM",
+            "TPU v5e", "TPU v6e"]
 
 
 # --- systems: chips joined by links (Lab 03) --------------------------------------------

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from labkit.measure import roofline
+from labkit.measure.bench import Timing
 
 
 def test_matmul_flops_and_bytes_closed_form() -> None:
@@ -45,21 +46,48 @@ def test_measured_matmul_points(dtype: str) -> None:
 
 def test_stream_counts_read_plus_write() -> None:
     n = 1 << 16
-    for p in (roofline.stream_jax(n, repeats=2), roofline.stream_torch(n, repeats=2)):
+    for p in (roofline.stream_jax(n, repeats=2), roofline.stream_jax(n, repeats=2, in_place=True),
+              roofline.stream_torch(n, repeats=2)):
         assert p.bytes == 2 * 4 * n
         assert p.bytes_per_s == pytest.approx(p.bytes / p.timing.median_s)
+
+
+@pytest.mark.parametrize("calls", [1, 5])
+def test_in_place_probes_survive_back_to_back_calls(monkeypatch: pytest.MonkeyPatch, calls: int) -> None:
+    # On a GPU/TPU _calls_jax() returns None: many calls per repeat, alternating two input sets. A
+    # donated input is deleted after one use, so feeding the same set twice would raise; the wrapper
+    # must feed back its last output instead. calls=5 reproduces that path on the CPU.
+    monkeypatch.setattr(roofline, "_calls_jax", lambda: calls)
+    n = 1 << 12
+    for p in (roofline.stream_jax(n, repeats=3, in_place=True), roofline.add_jax(n, repeats=3),
+              roofline.softmax_jax(8, 64, repeats=3)):
+        assert p.timing.meta["calls"] == calls, p.name  # every probe follows the same back-to-back rule
+    assert roofline.add_jax(n, repeats=2).bytes == 12 * n  # read x, read y, write y
+
+
+def test_in_place_writes_into_the_donated_buffer() -> None:
+    import jax
+    import jax.numpy as jnp
+
+    step = roofline._in_place(jax.jit(lambda x: x + 1, donate_argnums=0), 0)
+    first, other = jnp.zeros(4), jnp.full(4, 100.0)
+    out = step(first)
+    assert first.is_deleted()  # donated: XLA may reuse its buffer for the result
+    out = step(other)  # the harness's other input set is ignored: the last output is fed back
+    assert not other.is_deleted() and np.array_equal(np.asarray(out), np.full(4, 2.0))
 
 
 def test_bandwidth_probes_count_bytes_as_moved() -> None:
     n = 1 << 16
     probes = roofline.bandwidth_probes(n, "fp32", torch_device="cpu", repeats=2)
-    by_name = {(p.framework, p.name.split()[0]): p for p in probes}
-    assert set(by_name) == {("jax", "read"), ("jax", "stream"), ("torch", "read"), ("torch", "stream"),
-                            ("torch", "copy")}
+    by_name = {(p.framework, p.name.split()[0] + (" in place" if p.name.endswith("in place") else "")): p
+               for p in probes}
+    assert set(by_name) == {("jax", "read"), ("jax", "stream"), ("jax", "stream in place"), ("torch", "read"),
+                            ("torch", "stream"), ("torch", "copy")}
     for (fw, kind), p in by_name.items():
         assert p.bytes == (1 if kind == "read" else 2) * 4 * n, (fw, kind)  # a read has no store
     assert roofline.measured_bandwidth(probes) == max(p.bytes_per_s for p in probes)
-    assert len(roofline.bandwidth_probes(n, "bf16", repeats=2)) == 2  # no torch device: JAX only
+    assert len(roofline.bandwidth_probes(n, "bf16", repeats=2)) == 3  # no torch device: JAX only
     assert roofline.bandwidth_probes(n, "bf16", repeats=2)[0].bytes == 2 * n
     with pytest.raises(ValueError, match="bandwidth_probes"):
         roofline.measured_bandwidth([])
@@ -110,3 +138,18 @@ def test_best_and_errors() -> None:
         roofline.matmul_jax(8, 8, 8, "fp8")
     with pytest.raises(ValueError, match="fp32, bf16, fp16"):
         roofline.matmul_torch(8, 8, 8, "int4")
+
+
+def test_probe_kind_and_levelled_off() -> None:
+    t = lambda s: Timing((s,) * 3, 1)  # noqa: E731
+    pts = [roofline.OpPoint(f"{k} 1 MiB" + sfx, "jax", "fp32", 1, 2**20, t(1e-3))
+           for k, sfx in (("read", ""), ("stream", ", new output"), ("stream", " in place"), ("copy", ""))]
+    assert [roofline.probe_kind(p) for p in pts] == ["read", "stream", "stream in place", "copy"]
+    with pytest.raises(ValueError, match="not a bandwidth probe"):
+        roofline.probe_kind(roofline.OpPoint("softmax", "jax", "fp32", 1, 8, t(1e-3)))
+    # sizes 512 and 1024: 8x the FLOPs in 6x the time -> 4/3 of the rate: still rising
+    sweep = [roofline.OpPoint("matmul", "jax", "bf16", 2 * n**3, 3 * n * n * 2, t(s))
+             for n, s in ((1024, 6e-3), (256, 1e-4), (512, 1e-3))]
+    assert roofline.levelled_off(sweep) == pytest.approx(8 / 6)
+    with pytest.raises(ValueError, match="two sizes"):
+        roofline.levelled_off(sweep[:1])

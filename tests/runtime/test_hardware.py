@@ -243,7 +243,7 @@ def test_table_rows() -> None:
 def test_learner_chips_are_canonical() -> None:
     names = hw.learner_chips()
     assert all(n in CHIPS for n in names)
-    assert {hw.describe(r) for r in ("Tesla T4", "NVIDIA L4", "NVIDIA A100-SXM4-40GB",
+    assert {hw.describe(r) for r in ("Tesla T4", "Tesla P100-PCIE-16GB", "NVIDIA L4", "NVIDIA A100-SXM4-40GB",
                                      "NVIDIA H100 80GB HBM3", "TPU v5 lite", "TPU v6 lite")} \
         == set(names)
 
