@@ -253,9 +253,14 @@ def _torch_dtype(dtype: str) -> Any:
 def matmul_torch(m: int, n: int, k: int, dtype: str = "bf16", device: Any = "cpu", repeats: int = 10) -> OpPoint:
     """Time an (m,k)@(k,n) matmul in torch on ``device``, fresh inputs each repeat (Lab 00).
 
-    torch's default fp32 matmul precision is "highest" (true fp32), matching :func:`matmul_jax`.
+    fp32 runs at "highest" (true fp32), matching :func:`matmul_jax`: torch's default on CUDA and CPU, but
+    not torch-xla's, whose default on a TPU is one bf16 pass (:func:`labkit.runtime.device.fp32_matmul_precision`).
     """
+    import contextlib
+
     import torch
+
+    from labkit.runtime.device import fp32_matmul_precision
 
     dt = _torch_dtype(dtype)
     kind = torch.device(device).type
@@ -270,8 +275,9 @@ def matmul_torch(m: int, n: int, k: int, dtype: str = "bf16", device: Any = "cpu
         return a, b
 
     calls = None if kind != "cpu" else 1  # sustained throughput on an accelerator (see matmul_jax)
-    t = time_torch(torch.matmul, make, device=device, repeats=repeats, label=f"torch matmul {m}x{k}x{n} {dtype}",
-                   calls=calls)
+    with fp32_matmul_precision("highest", device) if dtype == "fp32" else contextlib.nullcontext():
+        t = time_torch(torch.matmul, make, device=device, repeats=repeats, label=f"torch matmul {m}x{k}x{n} {dtype}",
+                       calls=calls)
     return OpPoint(f"matmul {m}x{k}x{n}", "torch", dtype, matmul_flops(m, n, k), matmul_bytes(m, n, k, BYTES[dtype]), t)
 
 

@@ -18,6 +18,7 @@ import ml_dtypes
 import numpy as np
 
 from labkit.precision.formats import round_mantissa
+from labkit.runtime.device import fp32_matmul_precision
 
 JAX_SETTINGS = ("DEFAULT", "HIGH", "HIGHEST")  # jax.lax.Precision names; DEFAULT is the default
 TORCH_SETTINGS = ("highest", "high", "medium")  # torch.set_float32_matmul_precision values
@@ -61,7 +62,8 @@ def expected(platform: str, bf16: bool, chip: str = "") -> dict[str, str]:
     """(Lab 04) What the documentation says JAX DEFAULT and torch's default do on this runtime."""
     if platform == "tpu":
         return {"jax": "DEFAULT = one bf16 pass (HIGH = bf16x3, HIGHEST ~ fp32 via 6 passes)",
-                "torch": "torch on a TPU host runs on the CPU unless torch-xla is used"}
+                "torch": "torch-xla: its default ('medium' here) = one bf16 pass, 'high' = bf16x3, "
+                         "'highest' = bf16x6 (~fp32); without torch-xla torch runs on the host CPU"}
     if platform == "gpu" and bf16:
         return {"jax": f"DEFAULT = TF32 on {chip or 'this Ampere+ GPU'}; HIGHEST = fp32",
                 "torch": "'highest' (default) = fp32; 'high' and 'medium' allow TF32"}
@@ -96,14 +98,10 @@ def torch_errors(a: np.ndarray, b: np.ndarray, device: Any = "cpu") -> dict[str,
     ref = np.asarray(a, np.float64) @ np.asarray(b, np.float64)
     ta = torch.from_numpy(np.asarray(a, np.float32)).to(device)
     tb = torch.from_numpy(np.asarray(b, np.float32)).to(device)
-    before = torch.get_float32_matmul_precision()
     out = {}
-    try:
-        for p in TORCH_SETTINGS:
-            torch.set_float32_matmul_precision(p)
+    for p in TORCH_SETTINGS:  # on torch-xla the level goes through torch_xla.backends (runtime.device)
+        with fp32_matmul_precision(p, device):
             out[p] = rel_error((ta @ tb).cpu().numpy(), ref)
-    finally:
-        torch.set_float32_matmul_precision(before)
     return out
 
 
@@ -122,7 +120,9 @@ def default_precision_table(n: int = 256, k: int = 1024, seed: int = 0, platform
     if "torch" in frameworks:
         import torch
 
-        default = "highest"  # torch's documented default
+        # torch's documented default is "highest"; torch-xla's own default is its "default" level, which
+        # runtime.device.XLA_MATMUL_PRECISION maps to torch's "medium" (one bf16 pass on a TPU).
+        default = "medium" if torch.device(torch_device).type == "xla" else "highest"
         measured += [("torch", p, e, p == default) for p, e in torch_errors(a, b, torch_device).items()]
         del torch
     rows = [{"framework": fw, "setting": s, "default": d, "rel error vs float64": e,

@@ -17,6 +17,7 @@ here as ``train_jax``).
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ import numpy as np
 from labkit.precision import loss_scale as ls
 from labkit.gpt.data import Batcher
 from labkit.gpt.config import GPTConfig, n_params
+from labkit.runtime.device import fp32_matmul_precision
 
 PRECISIONS = ("fp32", "bf16", "fp16_scaled", "fp16")  # "fp16": no loss scaling (a demo)
 _COMPUTE = {"fp32": "float32", "bf16": "bfloat16", "fp16_scaled": "float16", "fp16": "float16"}
@@ -200,14 +202,9 @@ def train_torch(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainCon
     scaler = ls.torch_grad_scaler(tc.loss_scale, dev) if precision == "fp16_scaled" else None
     batches = Batcher(tokens, tc.batch, tc.seq, seed=tc.seed)
     x0 = to_torch(next(Batcher(tokens, tc.batch, tc.seq, seed=tc.seed))[0], dev)
-    before = torch.get_float32_matmul_precision()
-    torch_prec = _FP32_MATMUL[tc.fp32_matmul][1]
-    try:
-        if torch_prec:
-            torch.set_float32_matmul_precision(torch_prec)
+    torch_prec = _FP32_MATMUL[tc.fp32_matmul][1]  # None: leave the runtime's default
+    with fp32_matmul_precision(torch_prec, dev) if torch_prec else contextlib.nullcontext():  # restored after
         losses, times, scales, skipped = _torch_loop(model, opt, scaler, dt, batches, dev, tc)
-    finally:
-        torch.set_float32_matmul_precision(before)  # a global setting: leave it as we found it
     # The training loop's peak, read before saved_bytes_torch runs one more forward to count.
     peak = int(torch.cuda.max_memory_allocated(dev)) - base if dev.type == "cuda" else None
     memory = {**memory_model(cfg), "saved_for_backward": saved_bytes_torch(model, precision, x0)}
