@@ -254,13 +254,13 @@ def matmul_torch(m: int, n: int, k: int, dtype: str = "bf16", device: Any = "cpu
     """Time an (m,k)@(k,n) matmul in torch on ``device``, fresh inputs each repeat (Lab 00).
 
     fp32 runs at "highest" (true fp32), matching :func:`matmul_jax`: torch's default on CUDA and CPU, but
-    not torch-xla's, whose default on a TPU is one bf16 pass (:func:`labkit.runtime.device.fp32_matmul_precision`).
+    not torch-xla's, whose default on a TPU is one bf16 pass (:func:`labkit.runtime.matmul_precision.fp32_matmul_precision`).
     """
     import contextlib
 
     import torch
 
-    from labkit.runtime.device import fp32_matmul_precision
+    from labkit.runtime.matmul_precision import fp32_matmul_precision
 
     dt = _torch_dtype(dtype)
     kind = torch.device(device).type

@@ -18,7 +18,7 @@ import ml_dtypes
 import numpy as np
 
 from labkit.precision.formats import round_mantissa
-from labkit.runtime.device import fp32_matmul_precision
+from labkit.runtime.matmul_precision import fp32_matmul_precision
 
 JAX_SETTINGS = ("DEFAULT", "HIGH", "HIGHEST")  # jax.lax.Precision names; DEFAULT is the default
 TORCH_SETTINGS = ("highest", "high", "medium")  # torch.set_float32_matmul_precision values
@@ -121,7 +121,7 @@ def default_precision_table(n: int = 256, k: int = 1024, seed: int = 0, platform
         import torch
 
         # torch's documented default is "highest"; torch-xla's own default is its "default" level, which
-        # runtime.device.XLA_MATMUL_PRECISION maps to torch's "medium" (one bf16 pass on a TPU).
+        # runtime.matmul_precision.XLA_MATMUL_PRECISION maps to torch's "medium" (one bf16 pass on a TPU).
         default = "medium" if torch.device(torch_device).type == "xla" else "highest"
         measured += [("torch", p, e, p == default) for p, e in torch_errors(a, b, torch_device).items()]
         del torch

@@ -28,7 +28,7 @@ import numpy as np
 from labkit.precision import loss_scale as ls
 from labkit.gpt.data import Batcher
 from labkit.gpt.config import GPTConfig, n_params
-from labkit.runtime.device import fp32_matmul_precision
+from labkit.runtime.matmul_precision import fp32_matmul_precision
 
 PRECISIONS = ("fp32", "bf16", "fp16_scaled", "fp16")  # "fp16": no loss scaling (a demo)
 _COMPUTE = {"fp32": "float32", "bf16": "bfloat16", "fp16_scaled": "float16", "fp16": "float16"}

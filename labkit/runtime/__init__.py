@@ -16,4 +16,5 @@ Modules:
 - ``memory``      peak memory of this process per device (JAX, torch, host)
 - ``processes``   process trees: everything a run started, ended together and checked gone
 - ``compile_options`` XLA options that differ by backend (CPU drops optimization barriers early)
+- ``matmul_precision`` torch's fp32 matmul level on every device, torch-xla's own switch included
 """

@@ -2,7 +2,7 @@
 
 Everything that differs between a laptop CPU, a Colab/Kaggle GPU and a TPU lives here:
 detecting the chip, simulating several CPU devices for sharding labs, picking the torch
-device, and the torch-xla guard. No labkit module but this one imports ``torch_xla`` or touches ``XLA_FLAGS`` /
+device, and the torch-xla guard. No labkit module but this one (and :mod:`.matmul_precision`) imports ``torch_xla`` or touches ``XLA_FLAGS`` /
 ``XLA_PYTHON_CLIENT_*`` (:mod:`labkit.runtime.emulate` sets the memory fraction, for this module).
 """
 
@@ -315,45 +315,6 @@ def _xla_env() -> None:
     if not _tpu_present() and not os.environ.get("TPU_NAME"):
         os.environ.setdefault("PJRT_DEVICE", "CPU")
         os.environ.setdefault("CPU_NUM_DEVICES", str(requested_cpu_devices()))
-
-
-# torch's float32 matmul setting -> torch-xla's own switch (torch_xla.backends, torch-xla >= 2.8). On a TPU its
-# "default" rounds fp32 inputs to one bf16 pass, "high" takes three bf16 passes and "highest" six (~fp32):
-# the same levels as JAX's Precision. torch-xla ignores torch.set_float32_matmul_precision.
-XLA_MATMUL_PRECISION = {"highest": "highest", "high": "high", "medium": "default"}
-
-
-@contextlib.contextmanager
-def fp32_matmul_precision(setting: str, device: Any = "cpu") -> Iterator[None]:
-    """(Lab 04) torch's float32 matmul ``setting`` on ``device`` inside the block, torch-xla included; restored after.
-
-    ``torch.set_float32_matmul_precision`` governs CUDA (TF32) and CPU; on an XLA device the same
-    level is set through ``torch_xla.backends``, which logs a warning each time it changes, so it
-    is changed only when it differs.
-    """
-    import torch
-
-    if setting not in XLA_MATMUL_PRECISION:
-        raise ValueError(f"setting must be one of {', '.join(XLA_MATMUL_PRECISION)} "
-                         f"(torch.set_float32_matmul_precision values), got {setting!r}")
-    before = torch.get_float32_matmul_precision()
-    xla_before = None
-    try:
-        torch.set_float32_matmul_precision(setting)
-        if torch.device(device).type == "xla":
-            backends = importlib.import_module("torch_xla.backends")
-            if not hasattr(backends, "set_mat_mul_precision"):
-                raise RuntimeError("this torch-xla has no torch_xla.backends.set_mat_mul_precision (added in 2.8), "
-                                   "so its fp32 matmuls stay at its default (one bf16 pass on a TPU): upgrade "
-                                   "torch-xla, or read them as bf16")
-            xla_before = backends.get_mat_mul_precision()
-            if xla_before != XLA_MATMUL_PRECISION[setting]:
-                backends.set_mat_mul_precision(XLA_MATMUL_PRECISION[setting])
-        yield
-    finally:
-        torch.set_float32_matmul_precision(before)
-        if xla_before is not None and xla_before != XLA_MATMUL_PRECISION[setting]:
-            importlib.import_module("torch_xla.backends").set_mat_mul_precision(xla_before)
 
 
 def torch_sync(device: Any) -> Callable[[], None]:
