@@ -2,11 +2,13 @@
 
 :func:`collectives` reads a compiled program's HLO text (``compiled.as_text()``) and lists every
 all-reduce, all-gather, reduce-scatter, all-to-all and collective-permute with its operand
-shape, dtype, bytes per device and replica groups. The XLA **CPU** backend has no native
-reduce-scatter: it emits an all-reduce whose result each device then cuts with a
-``dynamic-slice`` at its own ``partition-id``. Those are reported as ``reduce-scatter`` with
-``compiled_as="all-reduce + dynamic-slice (CPU)"``, so the table reads the same on CPU, GPU
-and TPU.
+shape, dtype, bytes per device and replica groups. The SPMD partitioner writes a reduce-scatter
+as an all-reduce whose result each device cuts with a ``dynamic-slice`` at its own
+``partition-id``; XLA's GPU pipeline fuses that pair into one reduce-scatter (its
+``ReduceScatterCreator`` pass), its **CPU** pipeline leaves it as it is (a ``psum_scatter``
+written by hand still compiles to a native reduce-scatter on CPU). Such a pair is reported as
+``reduce-scatter`` with ``compiled_as="all-reduce + dynamic-slice (CPU)"``, so the table reads
+the same on every backend, and :attr:`Collective.compiled_ring_bytes` prices what ran.
 
 **Bytes, one definition** (:data:`SENT`): what each device *sends* per collective in the ring
 algorithm priced, from the full array D the collective is about (:func:`bytes_sent`):
@@ -285,16 +287,18 @@ def schedule(compiled: Any) -> list[tuple[str, str, str]]:
 
 
 def summarize(table: Iterable[Collective], detail: bool = False) -> list[dict[str, Any]]:
-    """Rows per kind (or kind, shape, origin if detail): count, array bytes D, bytes sent (Lab 03)."""
+    """Rows per kind (or kind, shape, origin if detail): count, D, bytes sent (ring model, as compiled) (Lab 03)."""
     rows: dict[tuple, dict[str, Any]] = {}
     for c in table:
         key = (KINDS.index(c.kind),) + ((c.compiled_as, c.shape, c.dtype, c.group_size, c.origin) if detail else ())
         head = {"kind": c.kind} | ({"compiled as": c.compiled_as, "operand shape": c.shape,
                                    "dtype": c.dtype, "n": c.group_size, "from": c.origin} if detail else {})
-        r = rows.setdefault(key, head | {"count": 0, "array bytes D": 0, "bytes sent": 0.0})
+        r = rows.setdefault(key, head | {"count": 0, "array bytes D": 0, "bytes sent": 0.0,
+                                         "sent as compiled": 0.0})
         r["count"] += 1
         r["array bytes D"] += c.array_bytes
-        r["bytes sent"] += c.ring_bytes
+        r["bytes sent"] += c.ring_bytes  # the ring model of the logical kind
+        r["sent as compiled"] += c.compiled_ring_bytes  # an emulated reduce-scatter sends an all-reduce's
     return [rows[k] for k in sorted(rows, key=str)]
 
 
@@ -306,6 +310,11 @@ def total_bytes(table: Iterable[Collective], kind: str | None = None) -> int:
 def sent_bytes(table: Iterable[Collective], kind: str | None = None) -> float:
     """Bytes each device sends per step, ring algorithm (the one definition, SENT) (Lab 03)."""
     return sum(c.ring_bytes for c in table if kind is None or c.kind == kind)
+
+
+def compiled_sent_bytes(table: Iterable[Collective], kind: str | None = None) -> float:
+    """Bytes each device sends per step as compiled (an emulated reduce-scatter: an all-reduce's) (Lab 03)."""
+    return sum(c.compiled_ring_bytes for c in table if kind is None or c.kind == kind)
 
 
 def array_bytes(table: Iterable[Collective], kind: str | None = None) -> int:

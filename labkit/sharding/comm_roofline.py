@@ -15,6 +15,8 @@ chapter): the backward pass does 4 FLOPs per parameter per token (T_math = 4·b�
 device at C FLOP/s) while the gradient all-reduce sends 2(n-1)/n · p·N bytes at W bytes/s
 (T_comm, p bytes per parameter). Compute-bound when b > 2(n-1)/n · p/4 · C/W: with bf16 (p = 2) and
 large n, **b > C / W** — the scaling book's B/X > C/W_ici with W the bidirectional bandwidth.
+``cost_analysis()`` counts the whole step instead (forward + backward, :func:`train_flops_per_token`:
+6N plus attention), so the roofline table's ratio breaks even at a smaller b.
 """
 
 from __future__ import annotations
@@ -102,6 +104,13 @@ def dp_critical_batch(peak_flops: float, egress_bytes_s: float, n: int, bytes_pe
     if n <= 1:
         return 0.0
     return 2 * (n - 1) / n * bytes_per_param / flops_per_param_token * peak_flops / egress_bytes_s
+
+
+def train_flops_per_token(n_params: int, n_layer: int, seq_len: int, d_model: int) -> float:
+    """FLOPs of one training step (forward + backward) per token: 6N + 12·L·s·d (Lab 03)."""
+    # Forward: a multiply-add (2 FLOPs) per weight per token, 2N; per layer QKᵀ and A·V, 2·s·d each
+    # (the full s x s scores: a causal mask computes them too). Backward: twice the forward.
+    return 6 * n_params + 12 * n_layer * seq_len * d_model
 
 
 def system_intensity(system: str, n: int | None = None, dtype: str = "bf16") -> dict[str, float]:

@@ -113,6 +113,27 @@ def measure(cfg: GPTConfig, batch: int, schedule: str, mesh: Any = None, fast: b
             "bytes sent": coll.sent_bytes(table), "peak bytes": mm.compiled_peak(compiled)}
 
 
+def zero3_bytes(cfg: GPTConfig, n: int = 8) -> dict[str, float]:
+    """Bytes one device sends per FSDP gradient step, kept vs regather, counted per parameter (Lab 03).
+
+    ZeRO's 1.5x = 3Ψ / 2Ψ gathers and reduce-scatters every parameter once per use. Two things of
+    this GPT move it: the tied ``wte`` is used twice (lookup and head), so "kept" gathers it twice
+    and reduce-scatters its two gradient contributions separately, while "regather" shares one
+    forward gather between the two uses; and only matmul weights are gathered again for the
+    backward pass (``wpe`` and the LayerNorm vectors feed no matmul).
+    """
+    shapes = st.param_shapes(cfg)
+    nbytes = {k: 4 * int(np.prod(s)) for k, s in shapes.items()}  # fp32 bytes per parameter
+    share = (n - 1) / n  # ring all-gather / reduce-scatter: each device sends (n-1)/n of the array
+    psi = share * sum(nbytes.values())  # ZeRO's Ψ, as sent: every parameter once
+    wte = share * nbytes["wte"]  # the tied embedding, once
+    matmul = share * sum(v for k, v in nbytes.items() if len(shapes[k]) >= 2 and k != "wpe")
+    kept = 2 * psi + 2 * wte  # gather + reduce-scatter Ψ; wte: a 2nd gather (head) and reduce-scatter
+    regather = 2 * psi + wte + matmul  # one shared wte gather, its 2nd reduce-scatter, the re-gathers
+    return {"psi": psi, "wte": wte, "matmul": matmul, "kept": kept, "regather": regather,
+            "ratio": regather / kept}
+
+
 def _is_regather(c: coll.Collective) -> bool:
     # a matrix (>= 2-D: a matmul weight; LayerNorm gains are 1-D) gathered for the backward pass
     return c.kind == "all-gather" and "transpose(" in c.op_name and len(c.shape) >= 2

@@ -50,7 +50,7 @@ def _two_dims(shape: Sequence[int], spec: Any) -> tuple[int | None, int]:
 def draw_sharding(ax: Any, shape: Sequence[int], sharding: Any, name: str = "array") -> None:
     """Draw an array of ``shape`` as tiles coloured by the device(s) that hold them (Lab 03).
 
-    Replicated tiles (held by several devices) are hatched. Arrays with more than two dims are
+    Tiles held by several devices but not all are hatched; a tile on every device is grey ("all N"). Arrays with more than two dims are
     drawn over the two dims that are split (else the largest); the title says which.
     """
     shape = tuple(int(s) for s in shape) or (1,)

@@ -73,6 +73,11 @@ def test_cpu_reduce_scatter_is_named_as_such() -> None:
     assert c.ring_bytes == pytest.approx(7 / 8 * c.bytes)  # what a native reduce-scatter sends
     assert c.compiled_ring_bytes == pytest.approx(2 * 7 / 8 * c.bytes)  # what the CPU all-reduce sent
     assert c.origin == "dot_general"
+    # The summaries and totals keep both: the ring model of the kind, and what was compiled.
+    (row,) = C.summarize([c])
+    assert row["bytes sent"] == pytest.approx(7 / 8 * 2048) and row["sent as compiled"] == pytest.approx(2 * 7 / 8 * 2048)
+    assert C.compiled_sent_bytes([c]) == pytest.approx(2 * C.sent_bytes([c]))
+    assert "GPU pipeline fuses" in C.__doc__ and "no native" not in C.__doc__
 
 
 def test_plain_all_reduce_is_not_mistaken_for_reduce_scatter() -> None:
@@ -151,6 +156,9 @@ def test_summaries() -> None:
     assert by_kind["all-gather"]["bytes sent"] == pytest.approx(7 / 8 * 4096 + 1 / 2 * 1024)
     assert C.sent_bytes(table) == pytest.approx(sum(r["bytes sent"] for r in rows))
     assert C.array_bytes(table, "all-reduce") == C.total_bytes(table, "all-reduce")  # a reduction's operand is D
+    # No emulated reduce-scatter here: as compiled, every collective sends its own kind's ring bytes.
+    assert C.compiled_sent_bytes(table) == pytest.approx(C.sent_bytes(table))
+    assert all(r["sent as compiled"] == pytest.approx(r["bytes sent"]) for r in rows)
 
 
 def test_one_definition_of_bytes_sent_by_hand() -> None:

@@ -46,6 +46,17 @@ def test_dp_critical_batch_is_the_scaling_books_rule() -> None:
     assert R.system_intensity("8x H100 SXM")["C / W FLOP/byte"] == pytest.approx(989e12 / 450e9)
 
 
+def test_train_flops_per_token_by_hand() -> None:
+    # 6N for the weights; attention per layer: QK^T and A·V, 2·s·d FLOPs each per token forward, x3 with backward.
+    assert R.train_flops_per_token(1000, n_layer=2, seq_len=32, d_model=128) == 6 * 1000 + 12 * 2 * 32 * 128
+    assert R.train_flops_per_token(10**9, 1, 1, 1) == pytest.approx(6e9 + 12)
+    # Lab 03's smoke GPT (431,360 parameters): attention adds 12·2·32·128 = 98,304 FLOPs per token
+    k = R.train_flops_per_token(431_360, 2, 32, 128) / 431_360
+    assert k == pytest.approx(6 + 98_304 / 431_360)
+    # a larger k (the whole step) lowers the data-parallel break-even against the backward-only 4
+    assert R.dp_critical_batch(100.0, 1.0, 8, flops_per_param_token=k) < R.dp_critical_batch(100.0, 1.0, 8)
+
+
 def test_mixed_float_widths_refused_and_unknown_dtype() -> None:
     with pytest.raises(ValueError, match="several float widths"):
         R.array_scale([_ar(800), _ar(800, dtype="bf16")], 2)
