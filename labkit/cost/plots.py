@@ -22,23 +22,41 @@ def _short(chip: str) -> str:
     return chip.replace("NVIDIA ", "")
 
 
-def plot_serving_cost_kv(curves: KvCurves, model: str, context: int) -> Figure:
+def plot_serving_cost_kv(curves: KvCurves, model: str, context: int,
+                         prices: Mapping[str, tuple[float, float]] | None = None) -> Figure:
     """(Lab 06) Modelled serving $ per million tokens against decode batch, each chip up to its KV cap."""
+    # curves: $/Mtok at each chip's cheapest listed price; prices: chip -> (cheapest, dearest) $/chip-h,
+    # drawn as a band from the cheapest to the dearest listed price (no band without prices).
     if not curves:
         raise ValueError("plot_serving_cost_kv needs at least one chip's curve")
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    ends: dict[str, tuple[float, float]] = {}   # chip -> $/Mtok at its cap, cheapest and dearest price
     for i, (chip, (bs, usd, cap)) in enumerate(curves.items()):
         if len(bs) != len(usd) or not len(bs):
             raise ValueError(f"{chip}: {len(bs)} batches but {len(usd)} costs; give one cost per batch")
-        ax.plot(bs, usd, "o-", color=f"C{i}", label=f"{_short(chip)} (KV cache full at batch {cap})")
+        lo, hi = (prices or {}).get(chip, (1.0, 1.0))
+        label = f"{_short(chip)} (KV cache full at batch {cap})"
+        if prices and chip in prices:
+            label = rf"{_short(chip)} at \${lo:.2f}-{hi:.2f}/chip-h (KV cache full at batch {cap})"
+            ax.fill_between(bs, usd, [u * hi / lo for u in usd], color=f"C{i}", alpha=0.15)
+        ax.plot(bs, usd, "o-", color=f"C{i}", label=label)
         ax.plot([bs[-1]], [usd[-1]], "X", color=f"C{i}", ms=11)   # the cap: a larger batch does not fit
+        ends[chip] = (usd[-1], usd[-1] * hi / lo)
     ax.set_xscale("log", base=2)   # batches are powers of two
     ax.set_yscale("log")           # dollars in decades
-    best = min(curves, key=lambda c: curves[c][1][-1])
+    # A chip is "cheapest" only if its dearest listed price beats every other chip's cheapest one.
+    best = [c for c in ends if all(ends[c][1] < ends[o][0] for o in ends if o != c)]
+    head = f"{model}, {context}-token contexts: "
+    if not best:
+        title = head + "at the KV cap, no chip is cheapest at every listed price"
+    elif ends[best[0]][0] == ends[best[0]][1]:
+        title = head + f"cheapest at its cap on {_short(best[0])} (\\${ends[best[0]][0]:.3g}/Mtok)"
+    else:
+        title = (head + f"cheapest at its cap on {_short(best[0])} at every listed price "
+                 f"(\\${ends[best[0]][0]:.3g}-{ends[best[0]][1]:.3g}/Mtok)")
     ax.set_xlabel("decode batch (sequences per step); X = the largest batch whose KV cache fits")
     ax.set_ylabel(r"\$ per million tokens (modelled)")
-    ax.set_title(f"{model}, {context}-token contexts: cheapest at its cap on {_short(best)} "
-                 f"(\\${curves[best][1][-1]:.3g}/Mtok)", fontsize=10)
+    ax.set_title(title, fontsize=10)
     ax.grid(which="both", alpha=0.2)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -20,7 +20,9 @@ from labkit.runtime import hardware
 PRICE_WARNING = ("Prices were read on the pages named in `source` on `read_date`; they move often "
                  "and differ by region and term. Check the page and override with your own Price.")
 PRICING_KINDS = ("on_demand", "spot", "reserved", "committed_1y", "committed_3y")
-READ = "2026-11-24"   # the date this table's pages were read
+READ = "2026-11-24"   # the date most of this table's pages were read
+RECHECK = "2026-11-26"  # pages read again (units checked) or added on this date
+READ_DATES = (READ, RECHECK)
 STALE_DAYS = 365      # a price older than this at run time gets a warning
 _DATE = re.compile(r"^(19|20)\d\d-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?$")  # YYYY-MM[-DD]
 
@@ -109,6 +111,17 @@ def warnings(table: Sequence[Price] | None = None, today: dt.date | str | None =
     return out
 
 
+def current(p: Price) -> bool:
+    """(Lab 06) Whether a price may enter a verdict: its page was at most STALE_DAYS old when read."""
+    age = age_days(p, p.read_date)   # None: undated, its age unknown; kept, and warned about
+    return age is None or age <= STALE_DAYS
+
+
+def primary(p: Price) -> bool:
+    """(Lab 06) Whether a price comes from the seller's own page (or your quote), not a summary."""
+    return p.publisher in ("vendor", "yours")
+
+
 def my_price(chip: str, usd_per_chip_hour: float, cloud: str = "yours", pricing: str = "on_demand",
              note: str = "") -> Price:
     """(Lab 06) The learner's own quote as a Price, dated today."""
@@ -134,6 +147,9 @@ _SPH = "https://www.spheron.network/blog/runpod-h100-pricing-2026/"
 _CW = "https://gridstackhub.ai/learn/reserved-vs-spot-vs-on-demand-gpu"
 _DB = "https://deploybase.ai/articles/google-cloud-tpu-pricing"
 _EC = "https://blog.easecloud.io/ai-cloud/llm-throughput-with-google-tpu-v5p"
+_PG = "https://pricegpu.pages.dev/blog/h100-vs-a100-cloud-price"
+# TensorCores per chip (Cloud TPU docs): a per-core price times these is a per-chip price.
+CORES_PER_CHIP = {V5E: 1, V5P: 2}
 _NODE = "8-GPU node price / 8"
 
 PRICES: tuple[Price, ...] = (  # $/chip-hour, every row read on READ; see PRICE_WARNING
@@ -156,20 +172,28 @@ PRICES: tuple[Price, ...] = (  # $/chip-hour, every row read on READ; see PRICE_
     Price(H100, "CoreWeave", "on_demand", 2.23, _CW, "undated", note="heading says 2026"),
     Price(H100, "CoreWeave", "committed_1y", 1.79, _CW, "undated", term="1-year reservation",
           note="heading says 2026"),
-    Price(V5E, "GCP", "on_demand", 2.56 / 8, _DB, "undated", note="v5e-8 (8 chips) $2.56/h / 8; "
-          "a third-party summary far below other pages: check cloud.google.com/tpu/pricing"),
-    Price(V5E, "GCP", "committed_1y", 1.79 / 8, _DB, "undated", term="1-year commitment",
-          note="v5e-8 $1.79/h / 8; third-party summary"),
-    Price(V5E, "GCP", "committed_3y", 1.41 / 8, _DB, "undated", term="3-year commitment",
-          note="v5e-8 $1.41/h / 8; third-party summary"),
-    Price(V5P, "GCP", "on_demand", 3.84 / 4, _DB, "undated", note="v5p-8 $3.84/h; v5p-8 names 8 "
-          "TensorCores = 4 chips; third-party summary"),
+    # deploybase quotes per TensorCore: "$0.32/core/hour" (v5e), "$0.48/core/hour" (v5p); read again
+    # on RECHECK for the unit. Per chip = per core x CORES_PER_CHIP; its slice prices agree.
+    Price(V5E, "GCP", "on_demand", 0.32 * CORES_PER_CHIP[V5E], _DB, "undated", RECHECK,
+          note="$0.32/core-h x 1 core per v5e chip (v5e-8 = 8 chips at $2.56/h); a third-party "
+          "summary far below the other v5e page: Google's own price is not in this table"),
+    Price(V5E, "GCP", "committed_1y", 1.79 / 8, _DB, "undated", RECHECK, term="1-year commitment",
+          note="v5e-8 $1.79/h / 8 chips; third-party summary"),
+    Price(V5E, "GCP", "committed_3y", 1.41 / 8, _DB, "undated", RECHECK, term="3-year commitment",
+          note="v5e-8 $1.41/h / 8 chips; third-party summary"),
+    Price(V5P, "GCP", "on_demand", 0.48 * CORES_PER_CHIP[V5P], _DB, "undated", RECHECK,
+          note="$0.48/core-h x 2 cores per v5p chip (v5p-8 = 8 cores = 4 chips at $3.84/h); "
+          "third-party summary"),
     Price(V5E, "GCP", "on_demand", 1.60, _EC, "undated", note="unit not stated, read as per chip-hour;"
           " title says 2026"),
     Price(V5P, "GCP", "on_demand", 4.00, _EC, "undated", note="the page's spot example: "
           "$4.00/h on-demand; chip not named on a v5p page; title says 2026"),
     Price(V5P, "GCP", "spot", 1.20, _EC, "undated", term="spot (preemptible)", note="the page's "
           "spot example: $1.20/h; chip not named on a v5p page; title says 2026"),
+    Price(H100, "various", "on_demand", 2.49, _PG, "undated", RECHECK, note="low end of the page's "
+          "'typical on-demand range' for H100 SXM 80GB, early 2026 ($2.49-3.99/h per GPU)"),
+    Price(H100, "various", "on_demand", 3.99, _PG, "undated", RECHECK, note="high end of the same "
+          "range; the page puts an 8x H100 node at $20-32/h"),
 )
 
 # ---------------------------------------------------------------- lookups
@@ -206,6 +230,16 @@ def price(chip: str, cloud: str | None = None, pricing: str = "on_demand",
     return min(newest.values(), key=lambda p: p.usd_per_chip_hour)
 
 
+def price_range(chip: str, pricing: str = "on_demand", *,
+                table: Sequence[Price] | None = None) -> tuple[Price, Price] | None:
+    """(Lab 06) The cheapest and the dearest published price of a chip (None if it has none)."""
+    rows = prices(chip, pricing=pricing, table=table)
+    if not rows:
+        return None
+    by_usd = sorted(rows, key=lambda p: p.usd_per_chip_hour)
+    return by_usd[0], by_usd[-1]
+
+
 def with_override(*overrides: Price, table: Sequence[Price] | None = None) -> tuple[Price, ...]:
     """(Lab 06) A new table where each override replaces same chip/cloud/region/pricing rows."""
     keys = {(o.chip, o.cloud, o.region, o.pricing) for o in overrides}
@@ -214,6 +248,7 @@ def with_override(*overrides: Price, table: Sequence[Price] | None = None) -> tu
     return tuple(kept) + tuple(overrides)
 
 
-__all__ = ["PRICE_WARNING", "PRICING_KINDS", "PRICES", "READ", "STALE_DAYS", "Price", "positive",
+__all__ = ["PRICE_WARNING", "PRICING_KINDS", "PRICES", "READ", "RECHECK", "READ_DATES",
+           "STALE_DAYS", "CORES_PER_CHIP", "current", "primary", "price_range", "Price", "positive",
            "check_fraction", "check_pricing", "hourly_usd", "prices", "price", "with_override",
            "age_days", "warnings", "my_price", "H100", "V5E", "V5P"]

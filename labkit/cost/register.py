@@ -11,10 +11,15 @@ its inputs, each labelled by kind, and gives a verdict:
 
 A verdict of holds or fails needs at least one measured or sourced input: `Entry` refuses
 anything else, and `decide` turns such a verdict into ``depends``.
+
+One rule for every claim tested over several cases (prices, price pairs, published figures):
+CASE_RULE, applied by `over_cases`.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from labkit.cost.prices import Price
@@ -22,6 +27,11 @@ from labkit.cost.prices import Price
 KINDS = ("measured", "sourced", "modelled", "article")
 VERDICTS = ("holds", "fails", "depends", "not testable here")
 EVIDENCE = ("measured", "sourced")  # the kinds a holds / fails verdict may rest on
+CASE_RULE = ("a claim tested over several cases holds if it holds in every case, fails if it holds in "
+             "none, and depends (on which case you are in, with the flip points) otherwise")
+# The course checkout: labkit/cost/register.py -> parents[2]. Not the working directory, which is
+# wherever the notebook runs (Colab clones the course into a sub-folder).
+ROOT = Path(__file__).resolve().parents[2]
 
 # The five seed articles (../shared/seeds/README.md): title as shown, date as shown.
 ARTICLES = {
@@ -104,9 +114,24 @@ def in_range(x: float, lo: float, hi: float) -> str:
 
 
 def over_cases(cases: Sequence[tuple[str, bool]]) -> str:
-    """(Lab 06) holds if every case holds, fails if none does, depends otherwise."""
+    """(Lab 06) CASE_RULE: holds if every case holds, fails if none does, depends otherwise."""
+    if not cases:
+        raise ValueError("over_cases needs at least one case; with none the claim is not testable here")
     ok = [c for c, h in cases if h]
     return "holds" if len(ok) == len(cases) else ("fails" if not ok else "depends")
+
+
+def committed_report(device: str) -> Path:
+    """(Lab 06) The committed run report of a device, found from labkit's own location."""
+    return ROOT / "benchmarks" / device / "report.json"
+
+
+def committed_metrics(device: str) -> dict[str, dict[str, Any]]:
+    """(Lab 06) Lab number ("02") -> recorded metrics of a committed report; {} if it is absent."""
+    path = committed_report(device)
+    if not path.exists():
+        return {}
+    return {lab["name"][:2]: lab.get("metrics") or {} for lab in json.loads(path.read_text())["labs"]}
 
 
 def discount_at_least(on_demand: float, spot: float, percent: int) -> bool:
@@ -146,6 +171,7 @@ class Register:
 
 Builder = Callable[..., Entry]
 
-__all__ = ["KINDS", "VERDICTS", "EVIDENCE", "ARTICLES", "Input", "sourced", "has_evidence",
+__all__ = ["KINDS", "VERDICTS", "EVIDENCE", "CASE_RULE", "ROOT", "committed_report", "committed_metrics",
+           "ARTICLES", "Input", "sourced", "has_evidence",
            "Entry", "decide", "in_range", "over_cases", "discount_at_least", "untestable",
            "Register", "Builder"]

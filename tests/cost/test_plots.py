@@ -67,3 +67,13 @@ def test_serving_ratio_pairs_merges_labels_of_near_prices() -> None:
                                          1000.0, 500.0, "TPU v5e")
     texts = [_shown(t.get_text()) for t in fig.axes[0].texts]
     assert texts == ["RunPod $2.69 / RunPod $2.79", "AWS $12.29"]  # 2.79 is within 5% of 2.69: one label
+
+
+def test_serving_cost_kv_bands_over_listed_prices() -> None:
+    curves = {"NVIDIA H100 SXM": ([1, 256], [2.0, 0.05], 256), "TPU v5e": ([1, 94], [1.0, 0.04], 94)}
+    # v5e listed at $1-5: its dearest cap cost (0.20) is above the H100's cheapest (0.05): no single winner
+    fig = plots.plot_serving_cost_kv(curves, "m", 8, {"NVIDIA H100 SXM": (2.0, 3.0), "TPU v5e": (1.0, 5.0)})
+    assert fig.axes[0].get_title().endswith("no chip is cheapest at every listed price")
+    assert _shown(fig.axes[0].get_legend().get_texts()[1].get_text()).startswith("TPU v5e at $1.00-5.00/chip-h")
+    fig = plots.plot_serving_cost_kv(curves, "m", 8, {"NVIDIA H100 SXM": (2.0, 3.0), "TPU v5e": (1.0, 1.1)})
+    assert _shown(fig.axes[0].get_title()).endswith("on TPU v5e at every listed price ($0.04-0.044/Mtok)")

@@ -13,7 +13,7 @@ from labkit.runtime import hardware
 def test_every_price_has_url_dates_and_terms() -> None:
     assert cost.PRICES and cost.PRICE_WARNING
     for p in cost.PRICES:
-        assert p.source.startswith("http") and p.read_date == cost.READ, p
+        assert p.source.startswith("http") and p.read_date in cost.READ_DATES, p
         assert p.page_date == "undated" or p.page_date[:2] == "20", p
         assert p.region and p.term and p.publisher, p
         assert hardware.lookup(p.chip).name == p.chip, p.chip
@@ -41,3 +41,22 @@ def test_site_is_the_host_or_the_source() -> None:
     p = Price("TPU v5e", "GCP", "on_demand", 1.0, "https://deploybase.ai/articles/x", "undated")
     assert p.site == "deploybase.ai"
     assert cost.my_price("TPU v5e", 2.0).site == "your own quote"
+
+
+def test_tpu_per_core_prices_are_converted_to_per_chip() -> None:
+    # deploybase quotes $/core-hour: v5e has 1 TensorCore per chip, v5p 2. Its slice prices agree:
+    # v5e-8 (8 chips) $2.56/h, v5p-8 (8 cores = 4 chips) $3.84/h.
+    db = {p.chip: p for p in cost.PRICES if p.site == "deploybase.ai" and p.pricing == "on_demand"}
+    assert db["TPU v5e"].usd_per_chip_hour == pytest.approx(0.32) == pytest.approx(2.56 / 8)
+    assert db["TPU v5p"].usd_per_chip_hour == pytest.approx(2 * 0.48) == pytest.approx(3.84 / 4)
+    assert all("core" in p.note for p in db.values())
+
+
+def test_price_range_current_and_primary() -> None:
+    lo, hi = cost.price_range("TPU v5e")
+    assert lo.usd_per_chip_hour < hi.usd_per_chip_hour and {lo.site, hi.site} == {"deploybase.ai", "blog.easecloud.io"}
+    assert cost.price_range("TPU v6e") is None
+    stale = [p for p in cost.PRICES if not cost.current(p)]
+    assert [p.page_date for p in stale] == ["2024-12"]           # the AWS Capacity Blocks mirror
+    assert not any(cost.primary(p) for p in cost.PRICES if p.publisher == "third-party")
+    assert cost.primary(cost.my_price("TPU v5e", 1.0))

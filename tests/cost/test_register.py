@@ -39,6 +39,8 @@ def test_range_cases_and_discount_without_epsilon() -> None:
     assert R.over_cases([("a", True), ("b", True)]) == "holds"
     assert R.over_cases([("a", True), ("b", False)]) == "depends"
     assert R.over_cases([("a", False)]) == "fails"
+    with pytest.raises(ValueError, match="not testable"):
+        R.over_cases([])   # no case is not "holds in every case"
     assert R.discount_at_least(4.00, 1.20, 70)          # exactly 70%: in cents, no float edge
     assert not R.discount_at_least(4.00, 1.21, 70)
     assert R.discount_at_least(10.0, 3.0, 70) and not R.discount_at_least(10.0, 3.01, 70)
@@ -49,3 +51,14 @@ def test_register_counts_and_rows() -> None:
                       R.untestable("b", "replace", "c", "a TPU run")))
     assert reg.counts() == {"holds": 1, "fails": 0, "depends": 0, "not testable here": 1}
     assert reg.rows()[1]["evidence"] == "article" and reg.ids() == ["a", "b"]
+
+
+def test_committed_report_does_not_depend_on_the_working_directory(tmp_path, monkeypatch) -> None:
+    # The lab once read "../benchmarks/...", which exists only when the notebook runs from labs/.
+    monkeypatch.chdir(tmp_path)
+    path = R.committed_report("nvidia-h100-80gb-hbm3")
+    assert path.is_absolute() and path == R.ROOT / "benchmarks" / "nvidia-h100-80gb-hbm3" / "report.json"
+    assert (R.ROOT / "labkit" / "cost" / "register.py").exists()
+    if path.exists():   # the committed H100 report: Lab 02 recorded a measured MFU in (0, 1]
+        assert 0 < R.committed_metrics("nvidia-h100-80gb-hbm3")["02"]["mfu_torch"] <= 1
+    assert R.committed_metrics("no-such-device") == {}

@@ -34,3 +34,12 @@ def test_tensor_parallel_all_reduce_term() -> None:
     assert st.comm_s == pytest.approx(2 * 32 * ring)
     with pytest.raises(ValueError, match="link_gbs"):
         S.decode_step(M, 8, 1024, 4, 197e12, 819)
+
+
+def test_memory_in_the_unit_the_source_names() -> None:
+    from labkit.runtime import hardware
+    v5p, h100 = hardware.lookup("TPU v5p"), hardware.lookup("NVIDIA H100 SXM")
+    assert S.memory_gb(h100) == 80.0                           # "80 GB": GB as stated
+    assert S.memory_gb(v5p) == pytest.approx(95 * 2 ** 30 / 1e9)  # "95 GiB" = 102.0 GB
+    # v5p cap by hand: (0.9 x 95 GiB - 16.06e9) / (1024 x 131072) = 564 (it was 517 when GiB read as GB)
+    assert S.max_batch(M, 1024, S.memory_gb(v5p)) == int((0.9 * 95 * 2 ** 30 - 16.06e9) // (1024 * 131072)) == 564
