@@ -103,19 +103,24 @@ def _terminate_cleanly() -> Iterator[None]:
 def _verify(path: str, key: str | None) -> int:
     from labkit.export import bundle, weights
 
+    p = Path(path)
     try:
         if key is not None and not Path(key).is_file():
             raise bundle.BundleError(f"no key file at {key}")
-        if Path(path).suffix == ".safetensors":  # a bare weights file: integrity only, it carries no signature
+        if p.suffix == ".safetensors":  # a bare weights file: integrity only, it carries no signature
             if key is not None:
-                raise bundle.BundleError(f"{Path(path).name}: a bare weights file cannot be signed; verify its bundle")
+                raise bundle.BundleError(f"{p.name}: a bare weights file cannot be signed; verify its bundle")
             flat, m = weights.read_weights(path)
             c = m["config"]
-            print(f"OK {Path(path).name}: GPT {c['n_layer']}x{c['d_model']}, {len(flat)} tensors, "
+            print(f"OK {p.name}: GPT {c['n_layer']}x{c['d_model']}, {len(flat)} tensors, "
                   f"content sha256 {m['sha256'][:16]}... matches (integrity only: no signature)")
         else:
+            if p.is_file() and p.name != bundle.MANIFEST:  # a .pt/.bin checkpoint says how to convert it
+                weights.refuse_pickle(p)
+                raise bundle.BundleError(f"{p.name}: not a bundle folder (or its {bundle.MANIFEST}) nor a "
+                                         ".safetensors weights file")
             print(bundle.verify(path, key).summary())
-    except bundle.BundleError as e:
+    except (bundle.BundleError, OSError) as e:  # WeightsError is a BundleError: every refusal is one line
         print(f"labkit verify: REFUSED {e}", file=sys.stderr)
         return 1
     return 0

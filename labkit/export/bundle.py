@@ -19,8 +19,10 @@ bind each program to the weights' config, each file's size and SHA-256, the safe
 :meth:`Verified.tensors` and :meth:`Verified.program` then turn the *verified* bytes into arrays
 and a program. Any refusal is a :class:`BundleError` naming the file.
 
-This module imports nothing from labkit (numpy, and lazily cryptography and jax), so a fresh
-serving process loads it by file path and verifies a bundle without the course or the model code.
+Verifying imports nothing from labkit (numpy, and lazily cryptography and jax), so a fresh serving
+process loads this file by path and verifies a bundle without the course or the model code.
+Writing a bundle is ``labkit.export.publish.write``; :func:`sign` (never called in that process)
+writes bundle.sig through ``labkit.export.atomic``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import re
 import struct
 from dataclasses import dataclass, field
@@ -44,7 +47,7 @@ ST_DTYPES = {"F64": ("float64", 8), "F32": ("float32", 4), "F16": ("float16", 2)
              "I64": ("int64", 8), "I32": ("int32", 4), "I16": ("int16", 2), "I8": ("int8", 1),
              "U8": ("uint8", 1), "BOOL": ("bool", 1)}
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")  # no folders, no "..": files stay in the bundle
-Key = Any  # bytes (HMAC secret or PEM), a path to a key file, or a cryptography Ed25519 key
+Key = Any  # bytes (HMAC secret or PEM), a key file path (str/Path: never the secret itself), or an Ed25519 key
 
 
 class BundleError(ValueError):
@@ -124,11 +127,21 @@ def tensors_from(data: bytes, index: dict[str, tuple[str, tuple[int, ...], int, 
 # ---------------------------------------------------------------- keys and signatures
 
 
-def _key_bytes(key: Key) -> bytes | Any:
-    """A key as given: cryptography key objects pass through; a path is read; str/bytes are the key."""
-    if isinstance(key, Path) or (isinstance(key, str) and Path(key).is_file()):
-        return Path(key).read_bytes()
-    return key.encode() if isinstance(key, str) else key
+def _key_bytes(key: Key) -> tuple[bytes, str]:
+    """(key bytes, where they came from): bytes are the key itself; a str or Path is always a key *file*."""
+    # A str is never taken as the secret: a mistyped key path must not silently become an HMAC key.
+    if isinstance(key, str) and key.lstrip().startswith("-----BEGIN"):
+        raise BundleError("a PEM key given as str: pass it as bytes (pem.encode()) or as the path of its file")
+    if isinstance(key, (str, os.PathLike)):
+        p = Path(key)
+        if not p.is_file():
+            raise BundleError(f"key file {str(p)!r} {'is a folder' if p.is_dir() else 'does not exist'}: pass the "
+                              "path of an Ed25519 PEM or HMAC secret file, or the key itself as bytes")
+        return p.read_bytes(), f"key file {p.name}"
+    if isinstance(key, (bytes, bytearray)):
+        return bytes(key), "key"
+    raise BundleError(f"key must be bytes (an Ed25519 PEM, or an HMAC secret of >= 16 bytes), a key file path "
+                      f"or an Ed25519 key object; got {type(key).__name__} {str(key)[:40]}")
 
 
 def _as_key(key: Key, private: bool) -> tuple[str, Any]:
@@ -136,23 +149,34 @@ def _as_key(key: Key, private: bool) -> tuple[str, Any]:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ed25519
 
-    k = _key_bytes(key)
-    if isinstance(k, (ed25519.Ed25519PrivateKey, ed25519.Ed25519PublicKey)):
-        obj = k
-    elif k.lstrip().startswith(b"-----BEGIN PRIVATE KEY"):
-        obj = serialization.load_pem_private_key(k, password=None)
-    elif k.lstrip().startswith(b"-----BEGIN PUBLIC KEY"):
-        obj = serialization.load_pem_public_key(k)
+    if isinstance(key, (ed25519.Ed25519PrivateKey, ed25519.Ed25519PublicKey)):
+        obj, src = key, "key"
     else:
-        if len(k.strip()) < 16:
-            raise BundleError("an HMAC secret must be at least 16 bytes")
-        return "hmac-sha256", k.strip()
+        k, src = _key_bytes(key)
+        try:
+            if k.lstrip().startswith(b"-----BEGIN PRIVATE KEY"):
+                obj = serialization.load_pem_private_key(k, password=None)
+            elif k.lstrip().startswith(b"-----BEGIN PUBLIC KEY"):
+                obj = serialization.load_pem_public_key(k)
+            elif k.lstrip().startswith(b"-----BEGIN"):  # another PEM kind must not become an HMAC secret
+                raise BundleError(f"{src}: a PEM of another kind ({k.lstrip()[:40]!r}); use an Ed25519 key "
+                                  "(labkit.export.bundle.new_ed25519_key)")
+            elif len(k.strip()) < 16:
+                raise BundleError(f"{src}: an HMAC secret must be at least 16 bytes, got {len(k.strip())}; "
+                                  "use e.g. secrets.token_bytes(32)")
+            else:
+                return "hmac-sha256", k.strip()
+        except BundleError:
+            raise
+        except (ValueError, TypeError) as e:  # a malformed PEM body
+            raise BundleError(f"{src}: not a readable PEM key ({e})") from None
     if private and not isinstance(obj, ed25519.Ed25519PrivateKey):
-        raise BundleError("signing needs an Ed25519 private key (or an HMAC secret)")
+        raise BundleError(f"{src}: signing needs an Ed25519 private key (or an HMAC secret), got a "
+                          f"{type(obj).__name__}; nothing was written")
     if not private and isinstance(obj, ed25519.Ed25519PrivateKey):
         obj = obj.public_key()  # verifying with the private key works; ship only the public one
     if not isinstance(obj, (ed25519.Ed25519PrivateKey, ed25519.Ed25519PublicKey)):
-        raise BundleError(f"unsupported key type {type(obj).__name__}: use Ed25519 or an HMAC secret")
+        raise BundleError(f"{src}: unsupported key type {type(obj).__name__}: use Ed25519 or an HMAC secret")
     return "ed25519", obj
 
 
@@ -167,15 +191,21 @@ def new_ed25519_key() -> tuple[bytes, bytes]:
             sk.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
 
 
-def sign(root: str | Path, key: Key) -> Path:
-    """Write bundle.sig: an Ed25519 (or HMAC-SHA256) signature over bundle.json's bytes (Lab 05)."""
-    root = Path(root)
-    raw = (root / MANIFEST).read_bytes()
+def _signature(raw: bytes, key: Key) -> bytes:
+    """bundle.sig's bytes for manifest bytes `raw`; the key is checked before anything is signed."""
     alg, k = _as_key(key, private=True)
     sig = hmac.new(k, raw, hashlib.sha256).digest() if alg == "hmac-sha256" else k.sign(raw)
-    out = root / SIGNATURE
-    out.write_text(json.dumps({"algorithm": alg, "signature": sig.hex()}) + "\n")
-    return out
+    return (json.dumps({"algorithm": alg, "signature": sig.hex()}) + "\n").encode()
+
+
+def sign(root: str | Path, key: Key) -> Path:
+    """Write bundle.sig: an Ed25519 (or HMAC-SHA256) signature over bundle.json's bytes (Lab 05)."""
+    from labkit.export.atomic import write_file
+
+    root = Path(root)
+    if not (root / MANIFEST).is_file():
+        raise BundleError(f"{root.name}/{MANIFEST}: no bundle here to sign (write it first)")
+    return write_file(root / SIGNATURE, _signature((root / MANIFEST).read_bytes(), key))
 
 
 def _check_signature(root: Path, raw: bytes, key: Key) -> str:
@@ -207,33 +237,6 @@ def _check_signature(root: Path, raw: bytes, key: Key) -> str:
     return alg
 
 
-# ---------------------------------------------------------------- writing
-
-
-def write(root: str | Path, config: dict[str, Any], weights: bytes, programs: dict[str, tuple[bytes, list[str]]],
-          info: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Write a bundle folder from weights bytes and {name: (program bytes, platforms)}; returns the manifest (Lab 05)."""
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    tensors, _, _ = parse_safetensors(weights, f"{root.name}/{WEIGHTS}")
-    cfg_sha = config_digest(config)
-    manifest = {
-        "format": FORMAT, "bundle_version": VERSION, "config": config, "config_sha256": cfg_sha,
-        "weights": {"file": WEIGHTS, "bytes": len(weights), "sha256": sha256(weights),
-                    "tensors": [[n, dt, list(s), sha256(weights[b:e])] for n, (dt, s, b, e) in tensors.items()]},
-        "programs": {name: {"file": f"{name}.jaxexport", "bytes": len(data), "sha256": sha256(data),
-                            "platforms": list(platforms), "config_sha256": cfg_sha}
-                     for name, (data, platforms) in programs.items()},
-        **(info or {}),
-    }
-    (root / WEIGHTS).write_bytes(weights)
-    for name, (data, _) in programs.items():
-        (root / f"{name}.jaxexport").write_bytes(data)
-    (root / SIGNATURE).unlink(missing_ok=True)  # an old signature does not cover the new manifest
-    (root / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-    return manifest
-
-
 # ---------------------------------------------------------------- verifying and loading
 
 
@@ -260,6 +263,13 @@ def _schema(m: Any, where: str) -> None:
                 raise BundleError(f"{where}: field '{prefix}{k}' is {got}, expected a {typ.__name__}")
         if "file" in fields and not _SAFE_NAME.match(obj["file"]):
             raise BundleError(f"{where}: {prefix}file {obj['file']!r} is not a plain file name in the bundle")
+    for i, t in enumerate(m["weights"]["tensors"]):
+        if not (isinstance(t, list) and len(t) == 4 and isinstance(t[0], str) and isinstance(t[1], str)
+                and isinstance(t[2], list) and all(type(d) is int and d >= 0 for d in t[2]) and isinstance(t[3], str)):
+            raise BundleError(f"{where}: weights.tensors[{i}] must be [name, dtype, shape, sha256], got {str(t)[:80]}")
+    for k, p in m["programs"].items():
+        if not all(isinstance(x, str) for x in p["platforms"]):
+            raise BundleError(f"{where}: programs.{k}.platforms must list platform names, got {p['platforms']}")
 
 
 def _read(root: Path, entry: dict[str, Any]) -> bytes:

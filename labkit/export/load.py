@@ -40,6 +40,7 @@ vllm-project/vllm): request sent at arrival ``a``, token i received at ``t_i``:
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
@@ -62,20 +63,34 @@ class Request:
     output_len: int
 
 
+def _is_int(x: Any) -> bool:
+    """A whole number, Python or numpy (np.int64 from a sweep counts); bool is not a count."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def _is_real(x: Any) -> bool:
+    """A real number, Python or numpy (np.float32 counts); bool is not a number here."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
 def _lengths(name: str, span: tuple[int, int]) -> tuple[int, int]:
-    lo, hi = span
-    if not (isinstance(lo, (int, np.integer)) and isinstance(hi, (int, np.integer)) and 1 <= lo <= hi):
-        raise ValueError(f"{name} must be (lo, hi) integers with 1 <= lo <= hi, got {span!r}")
-    return int(lo), int(hi)
+    if not (isinstance(span, (tuple, list)) and len(span) == 2 and all(_is_int(x) for x in span)
+            and 1 <= span[0] <= span[1]):
+        raise ValueError(f"{name} must be (lo, hi) integers with 1 <= lo <= hi, got {span!r}; "
+                         f"for one fixed length n pass (n, n)")
+    return int(span[0]), int(span[1])
 
 
 def poisson_requests(n: int, rate: float, prompt_len: tuple[int, int], output_len: tuple[int, int],
                      vocab_size: int, seed: int = 0) -> list[Request]:
     """n requests arriving as a Poisson process at `rate` req/s (math.inf: all at 0), seeded (Lab 05)."""
-    if not isinstance(rate, (int, float)) or math.isnan(rate) or rate <= 0:
+    if not _is_real(rate) or math.isnan(rate) or rate <= 0:
         raise ValueError(f"rate must be > 0 requests/s (math.inf: all at once), got {rate!r}")
-    if not isinstance(n, int) or n < 1:
+    if not _is_int(n) or n < 1:
         raise ValueError(f"n must be a positive integer (requests), got {n!r}")
+    if not _is_int(vocab_size) or vocab_size < 1:
+        raise ValueError(f"vocab_size must be a positive integer (token ids 0..vocab_size-1), got {vocab_size!r}")
+    n, rate = int(n), float(rate)
     (p_lo, p_hi), (o_lo, o_hi) = _lengths("prompt_len", prompt_len), _lengths("output_len", output_len)
     rng = np.random.default_rng(seed)
     # Exponential gaps of mean 1 scaled by 1/rate: the same seed gives the same requests at every
@@ -98,7 +113,7 @@ class SLO:
     def __post_init__(self) -> None:
         for name in ("ttft_s", "tpot_s", "e2e_s"):
             x = getattr(self, name)
-            if x is not None and not (isinstance(x, (int, float)) and x >= 0 and math.isfinite(x)):
+            if x is not None and not (_is_real(x) and x >= 0 and math.isfinite(x)):
                 raise ValueError(f"SLO {name} must be a finite number of seconds >= 0 or None, got {x!r}")
 
     def describe(self) -> str:
@@ -123,6 +138,14 @@ class Trace:
     prompt_len: int
     token_s: tuple[float, ...]
     tokens: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        t = self.token_s
+        if len(t) == 0:
+            raise ValueError(f"trace {self.id}: no token times; a served request has at least one token")
+        if t[0] < self.arrival_s or any(b < a for a, b in zip(t, t[1:])):
+            raise ValueError(f"trace {self.id}: token times must be >= its arrival ({self.arrival_s}) and "
+                             f"non-decreasing, got {t[:4]}; a token cannot leave before its request came")
 
     @property
     def ttft_s(self) -> float:
@@ -169,6 +192,9 @@ def serve_open_loop(requests: Sequence[Request], engine: Any, policy: str = "con
     """Serve arrivals with static or continuous batching on `engine`; one Trace per request (Lab 05)."""
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+    slots = getattr(engine, "slots", None)
+    if not _is_int(slots) or slots < 1:  # with no row to admit into, the loop would wait forever
+        raise ValueError(f"engine.slots must be a positive integer (rows served at once), got {slots!r}")
     check_requests(requests, getattr(engine, "max_tokens", None))
     pending = sorted(requests, key=lambda r: (r.arrival_s, r.id))
     waiting: deque[Request] = deque()
@@ -266,6 +292,8 @@ def load_stats(traces: Sequence[Trace], slo: SLO, policy: str = "", rate: float 
     """vLLM's serving metrics of one run: percentiles, throughput and goodput under `slo` (Lab 05)."""
     if len(traces) == 0:
         raise ValueError("no traces: serve at least one request")
+    if not isinstance(slo, SLO):
+        raise TypeError(f"slo must be an SLO (SLO() for none), got {slo!r}")
     duration = max(t.token_s[-1] for t in traces)  # from the start (t = 0) to the last token
     if duration <= 0:
         raise ValueError(f"the run took {duration} s: the clock did not advance")
@@ -288,6 +316,9 @@ def sweep_rates(engine: Any, rates: Sequence[float], n: int, prompt_len: tuple[i
                 output_len: tuple[int, int], slo: SLO, policies: Sequence[str] = POLICIES, seed: int = 0,
                 clock: Callable[[], float] = time.perf_counter) -> list[LoadStats]:
     """The open-loop benchmark: every policy at every rate, the same seeded requests (Lab 05)."""
+    for name, seq in (("policies", policies), ("rates", rates)):
+        if isinstance(seq, (str, numbers.Number)):  # "static" would be served as 's', 't', ...
+            raise TypeError(f"{name} must be a list, got {seq!r}: pass [{seq!r}]")
     if len(rates) == 0:
         raise ValueError("no rates: pass at least one request rate")
     vocab = engine.cfg.vocab_size if hasattr(engine, "cfg") else 256
@@ -314,7 +345,9 @@ class FakeEngine:
 
     def __init__(self, slots: int, clock: FakeClock, prefill_s: tuple[float, float] = (1.0, 0.0),
                  step_s: tuple[float, float] = (1.0, 0.0), max_tokens: int | None = None) -> None:
-        self.slots, self.clock, self.max_tokens = slots, clock, max_tokens
+        if not _is_int(slots) or slots < 1:
+            raise ValueError(f"slots must be a positive integer (rows served at once), got {slots!r}")
+        self.slots, self.clock, self.max_tokens = int(slots), clock, max_tokens
         self.prefill_s, self.step_s = prefill_s, step_s
         self.last = np.zeros(slots, dtype=np.int64)
         self.busy: set[int] = set()

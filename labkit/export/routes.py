@@ -2,9 +2,10 @@
 
 Three routes, each with its own module, collected here — and **one bundle, one loader** for all
 of them: :func:`save_bundle` writes the weights and the exported programs into one folder bound by
-a manifest (``labkit.export.bundle``), optionally signed; :func:`load_bundle` (Flax or torch, any
-device), ``bundle.verify(...).program(...)`` (JAX in this process) and
-``stablehlo.run_fresh_process`` (a new process) all go through ``bundle.verify`` first.
+a manifest (``labkit.export.bundle``; written whole by ``labkit.export.publish``), optionally
+signed; :func:`load_bundle` (Flax or torch, any device), ``bundle.verify(...).program(...)`` (JAX
+in this process) and ``stablehlo.run_fresh_process`` (a new process) all go through
+``bundle.verify`` first.
 
 1. **Program (StableHLO)** — ``labkit.export.stablehlo``: ``jax.export`` serializes the Flax GPT's
    forward pass and its KV-cache decode step for CPU, CUDA and TPU at once, with a symbolic
@@ -43,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from labkit.export import bundle
+from labkit.export import bundle, publish
 from labkit.export.bundle import BundleError, Verified
 from labkit.export.stablehlo import (PLATFORMS, describe, export_forward, export_step, run_fresh_process,
                                      stablehlo_excerpt)
@@ -63,15 +64,23 @@ __all__ = [
 
 def save_bundle(model: Any, path: str | Path, programs: tuple[str, ...] = ("forward",), key: Any = None,
                 platforms: tuple[str, ...] = PLATFORMS, source: str | None = None) -> dict[str, Any]:
-    """Write a model's weights and its exported programs ("forward", "step") as one bundle; sign if `key` (Lab 05)."""
+    """Write a model's weights and its exported programs ("forward", "step") as one bundle; sign if `key` (Lab 05).
+
+    Everything (programs, key, manifest) is checked before the disk is touched, and the folder is
+    swapped in whole (``labkit.export.publish``): a failure leaves the previous bundle as it was.
+    """
     import jax
 
-    cfg: GPTConfig = model.cfg
-    data, wmanifest = weights_bytes(model, source)
+    if isinstance(programs, str):  # a str is a sequence of letters: "forward" would ask for 'f', 'o', ...
+        raise TypeError(f"programs must be a list of names, got the str {programs!r}: pass [{programs!r}]")
     export = {"forward": export_forward, "step": export_step}
     unknown = set(programs) - set(export)
     if unknown:
         raise ValueError(f"unknown programs {sorted(unknown)}; choose from {sorted(export)}")
+    if key is not None:
+        bundle._as_key(key, private=True)  # a bad key is refused now, not after minutes of exporting
+    cfg: GPTConfig = model.cfg
+    data, wmanifest = weights_bytes(model, source)
     progs = {}
     with jax.default_matmul_precision("highest"):  # baked into the artifact: true fp32 matmuls everywhere
         for name in programs:
@@ -79,10 +88,7 @@ def save_bundle(model: Any, path: str | Path, programs: tuple[str, ...] = ("forw
             progs[name] = (exp.serialize(), list(exp.platforms))
     info = {"frameworks": wmanifest["frameworks"], "source": wmanifest["source"],
             "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-    manifest = bundle.write(path, asdict(cfg), data, progs, info)
-    if key is not None:
-        bundle.sign(path, key)
-    return manifest
+    return publish.write(path, asdict(cfg), data, progs, info, key=key)  # signed inside: one swap
 
 
 def load_bundle(path: str | Path, model: Any, key: Any = None) -> tuple[Any, Verified]:

@@ -23,6 +23,8 @@ tokens/s = batch * new_tokens / (TTFT + (new_tokens - 1) * mean TPOT).
 
 from __future__ import annotations
 
+import math
+import numbers
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
@@ -31,6 +33,37 @@ import numpy as np
 
 from labkit.export.kv_cache import jax_new_cache, jax_step_fn, torch_new_cache, torch_step, torch_step_module
 from labkit.gpt.config import GPTConfig
+
+
+def _count(name: str, x: Any, least: int = 1) -> int:
+    """x as an int >= least; numpy integers count (np.int64 from a sweep), bool and floats do not."""
+    if not (isinstance(x, numbers.Integral) and not isinstance(x, bool)) or x < least:
+        want = "a positive integer" if least == 1 else f"an integer >= {least}"
+        raise ValueError(f"{name} must be {want}, got {x!r}")
+    return int(x)
+
+
+def _seconds(name: str, x: Any, positive: bool) -> float:
+    """x as finite seconds (> 0 if positive, else >= 0); numpy floats count."""
+    if not (isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
+            and (x > 0 if positive else x >= 0)):
+        raise ValueError(f"{name} must be a finite number of seconds {'> 0' if positive else '>= 0'}, got {x!r}")
+    return float(x)
+
+
+def _row(i: int, p: Any) -> np.ndarray:
+    """Prompt i as int64 token ids (L,): text is byte-encoded; floats, NaN and bytes are refused."""
+    from labkit.gpt.data import ByteTokenizer
+
+    if isinstance(p, str):
+        return ByteTokenizer().encode(p)
+    if isinstance(p, (bytes, bytearray)):
+        raise ValueError(f"prompt {i} is bytes {bytes(p)[:20]!r}: pass text (p.decode()) or a list of token ids")
+    r = np.asarray(p).reshape(-1)
+    if r.size and r.dtype.kind not in "iu":  # 1.7 would silently become token 1
+        raise ValueError(f"prompt {i} must hold integer token ids, got dtype {r.dtype} ({r[:4]}); "
+                         "tokenize text with ByteTokenizer().encode(text)")
+    return r.astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -49,17 +82,20 @@ class Prompts:
 def left_pad(prompts: Sequence[Any], cfg: GPTConfig, max_new_tokens: int, pad_id: int = 0,
              max_len: int | None = None) -> Prompts:
     """Validate prompts (str or token ids) and left-pad them into one batch (Lab 05)."""
-    from labkit.gpt.data import ByteTokenizer
-
-    max_len = max_len or cfg.seq_len
+    if not isinstance(cfg, GPTConfig):
+        raise TypeError(f"cfg must be a GPTConfig (e.g. get_config('test')), got {cfg!r}")
+    if max_len is None:
+        max_len = cfg.seq_len
+    elif not (isinstance(max_len, numbers.Integral) and not isinstance(max_len, bool) and 1 <= max_len <= cfg.seq_len):
+        raise ValueError(f"max_len must be in 1..cfg.seq_len={cfg.seq_len} (None: seq_len), got {max_len!r}")
+    if not (isinstance(pad_id, numbers.Integral) and not isinstance(pad_id, bool) and 0 <= pad_id < cfg.vocab_size):
+        raise ValueError(f"pad_id must be a token id in [0, {cfg.vocab_size}), got {pad_id!r}")
     if isinstance(prompts, (str, bytes)) or (isinstance(prompts, np.ndarray) and prompts.ndim == 1):
         raise ValueError("pass a list of prompts (one per batch row), e.g. [text] for a single prompt")
     if len(prompts) == 0:
         raise ValueError("no prompts: pass at least one")
-    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
-    rows = [ByteTokenizer().encode(p) if isinstance(p, str) else np.asarray(p, dtype=np.int64).reshape(-1)
-            for p in prompts]
+    max_new_tokens = _count("max_new_tokens", max_new_tokens)
+    rows = [_row(i, p) for i, p in enumerate(prompts)]
     for i, r in enumerate(rows):
         if r.size == 0:
             raise ValueError(f"prompt {i} is empty: generation needs at least one token to condition "
@@ -215,15 +251,24 @@ def sample(logits: np.ndarray, temperature: float, rng: np.random.Generator) -> 
     """Tokens (batch,) from logits (batch, vocab) at `temperature` > 0, seeded (Gumbel-max) (Lab 05)."""
     # argmax(logits / T + Gumbel noise) is an exact sample of softmax(logits / T), and only
     # needs numpy's seeded rng: the same seed gives the same tokens in every framework.
+    if not (isinstance(temperature, numbers.Real) and math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}; for greedy "
+                         "decoding use argmax (generate(..., temperature=0.0))")
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}: pass np.random.default_rng(seed)")
+    logits = np.asarray(logits, dtype=np.float64)
     g = rng.gumbel(size=logits.shape)
-    return np.argmax(logits.astype(np.float64) / temperature + g, axis=-1)
+    return np.argmax(logits / temperature + g, axis=-1)
 
 
 def generate(decoder: Any, prompts: Prompts, max_new_tokens: int, temperature: float = 0.0,
              seed: int = 0) -> Generation:
     """Greedy (temperature 0) or sampled generation with timings; batch rows in parallel (Lab 05)."""
-    if not (temperature >= 0.0 and np.isfinite(temperature)):
-        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
+    if not isinstance(prompts, Prompts):
+        raise TypeError(f"prompts must be a Prompts batch, got {type(prompts).__name__}: pass left_pad(texts, cfg, n)")
+    max_new_tokens = _count("max_new_tokens", max_new_tokens)
+    if not (isinstance(temperature, numbers.Real) and temperature >= 0.0 and np.isfinite(temperature)):
+        raise ValueError(f"temperature must be a finite number >= 0 (0: greedy), got {temperature!r}")
     if prompts.tokens.shape[1] + max_new_tokens > decoder.max_len:
         raise ValueError(f"{prompts.tokens.shape[1]} prompt + {max_new_tokens} new tokens exceed the "
                          f"decoder's cache of {decoder.max_len} slots")
@@ -261,6 +306,9 @@ def greedy_reference(logits_fn: Any, tokens: np.ndarray, max_new_tokens: int) ->
 
 def tokens_per_s(batch: int, new_tokens: int, ttft_s: float, tpot_s: float) -> float:
     """Generated tokens per second of a batch: batch * n / (TTFT + (n - 1) * TPOT) (Lab 05)."""
+    batch, new_tokens = _count("batch", batch), _count("new_tokens", new_tokens)
+    ttft_s = _seconds("ttft_s", ttft_s, positive=True)
+    tpot_s = _seconds("tpot_s", tpot_s, positive=False) if new_tokens > 1 else 0.0  # unused for one token
     return batch * new_tokens / (ttft_s + (new_tokens - 1) * tpot_s)
 
 
@@ -287,9 +335,10 @@ class ServeStats:
 def benchmark(decoder: Any, batch: int, prompt_len: int, new_tokens: int, repeats: int = 5,
               warmup: int = 1, seed: int = 0) -> ServeStats:
     """Serve random prompts (batch, prompt_len) `repeats` times; latency and throughput (Lab 05)."""
-    if new_tokens < 2 or repeats < 1:
-        raise ValueError(f"need new_tokens >= 2 (TPOT is measured from the 2nd token on) and "
-                         f"repeats >= 1, got new_tokens={new_tokens}, repeats={repeats}")
+    batch, prompt_len = _count("batch", batch), _count("prompt_len", prompt_len)
+    repeats, warmup = _count("repeats", repeats), _count("warmup", warmup, least=0)
+    if _count("new_tokens", new_tokens) < 2:
+        raise ValueError(f"need new_tokens >= 2 (TPOT is measured from the 2nd token on), got {new_tokens!r}")
     rng = np.random.default_rng(seed)
     prompts = Prompts(rng.integers(0, decoder.cfg.vocab_size, (batch, prompt_len)).astype(np.int32),
                       np.zeros(batch, dtype=np.int32))

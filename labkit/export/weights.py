@@ -34,12 +34,14 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import pickle
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from labkit.export.atomic import write_file
 from labkit.export.bundle import MAX_HEADER_BYTES, BundleError, parse_safetensors, tensors_from
 from labkit.runtime import versions
 from labkit.gpt.config import GPTConfig, param_shapes
@@ -52,6 +54,7 @@ SUPPORTED_VERSIONS = (1,)
 DTYPE = "float32"  # the canonical storage dtype: fp32 copies and transposes are exact
 PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".pkl", ".pickle", ".ckpt", ".joblib")
 _FRAMEWORKS = ("jax", "flax", "torch", "torch_xla", "safetensors", "numpy")
+SOURCES = ("flax", "torch", "torch_xla")  # the framework the weights were trained in
 
 
 class WeightsError(BundleError):
@@ -87,6 +90,8 @@ def weights_bytes(model: Any, source: str | None = None) -> tuple[bytes, dict[st
     """A FlaxGPT/TorchGPT as safetensors bytes with its manifest -> (bytes, manifest) (Lab 05)."""
     from safetensors.numpy import save
 
+    if source is not None and source not in SOURCES:  # the manifest says where the weights come from
+        raise WeightsError(f"source must be one of {SOURCES} (or None: from the model), got {source!r}")
     flat = flat_params_numpy(model)  # fp32, PyTorch layout, on the host (works for XLA tensors too)
     is_torch = any(c.__module__.startswith("torch.") for c in type(model).__mro__)
     manifest = make_manifest(flat, model.cfg, source or ("torch" if is_torch else "flax"))
@@ -94,13 +99,22 @@ def weights_bytes(model: Any, source: str | None = None) -> tuple[bytes, dict[st
 
 
 def save_weights(model: Any, path: str | Path, source: str | None = None) -> dict[str, Any]:
-    """Write a FlaxGPT/TorchGPT to `path` (.safetensors) with its manifest; returns the manifest (Lab 05)."""
+    """Write a FlaxGPT/TorchGPT to `path` (.safetensors) with its manifest; returns the manifest (Lab 05).
+
+    Written to a temporary file beside `path`, fsync-ed, then renamed over it: a failure (a full
+    disk, an interrupt) leaves the previous file exactly as it was.
+    """
     p = Path(path)
     if p.suffix != ".safetensors":
         raise WeightsError(f"save_weights writes safetensors: name the file *.safetensors, not {p.name!r}")
+    if p.is_dir():
+        raise WeightsError(f"{p} is a folder: name a file, e.g. {str(p / 'model.safetensors')!r}")
+    blocker = next((q for q in p.parents if q.exists() and not q.is_dir()), None)
+    if blocker is not None:
+        raise WeightsError(f"{blocker} is a file, so {p.name} cannot be written under it: pick another folder")
     data, manifest = weights_bytes(model, source)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_bytes(data)
+    write_file(p, data)
     return manifest
 
 
@@ -261,9 +275,18 @@ def convert_torch_checkpoint(src: str | Path, dst: str | Path, cfg: GPTConfig) -
 
     from labkit.gpt.torch_model import TorchGPT
 
-    state = torch.load(str(src), map_location="cpu", weights_only=True)
-    if not isinstance(state, dict):
-        raise WeightsError(f"{Path(src).name} holds a {type(state).__name__}, not a state_dict")
+    if not Path(src).is_file():
+        raise WeightsError(f"no checkpoint file at {src}: pass the path of a torch.save state_dict")
+    try:
+        state = torch.load(str(src), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:  # weights_only refused a global: torch's own message says which
+        raise
+    except Exception as e:  # a truncated zip, a non-torch file: "cannot read", with the file named
+        raise WeightsError(f"{Path(src).name}: torch.load(weights_only=True) cannot read it ({type(e).__name__}: "
+                           f"{str(e)[:160]}); the file is truncated, corrupted or not a state_dict") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise WeightsError(f"{Path(src).name} holds a {type(state).__name__} that is not a state_dict "
+                           "{name: tensor}; save model.state_dict()")
     flat = {k: v.detach().to(torch.float32).numpy() for k, v in state.items()}
     problems = _problems({k: (v.dtype.name, v.shape) for k, v in flat.items()}, param_shapes(cfg),
                          Path(src).name)

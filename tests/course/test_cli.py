@@ -69,6 +69,25 @@ def test_verify_malformed_inputs(signed: Path, tmp_path: Path, capsys: pytest.Ca
     assert code == 1 and "no key file at" in err
 
 
+def test_verify_refuses_in_one_line_never_a_traceback(signed: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture) -> None:
+    root = Path(shutil.copytree(signed / "gpt", tmp_path / "gpt"))
+    m = json.loads((root / bundle.MANIFEST).read_text())
+    m["weights"]["tensors"][0] = ["x"]  # valid JSON, wrong entry shape: once a raw ValueError
+    (root / bundle.MANIFEST).write_text(json.dumps(m))
+    code, out, err = _run(capsys, str(root))
+    assert code == 1 and out == "" and err.count("\n") == 0
+    assert "REFUSED gpt/bundle.json: weights.tensors[0] must be [name, dtype, shape, sha256], got ['x']" in err
+    import torch
+
+    torch.save({"a": torch.zeros(2)}, tmp_path / "model.pt")
+    code, _, err = _run(capsys, str(tmp_path / "model.pt"))
+    assert code == 1 and "REFUSED refusing to load model.pt" in err and "convert_torch_checkpoint" in err
+    (tmp_path / "k1").write_bytes(b"k")
+    code, _, err = _run(capsys, str(signed / "gpt"), "--key", str(tmp_path / "k1"))
+    assert code == 1 and "REFUSED key file k1: an HMAC secret must be at least 16 bytes" in err
+
+
 def test_verify_bare_weights_file(signed: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     w = signed / "gpt" / bundle.WEIGHTS
     code, out, _ = _run(capsys, str(w))

@@ -83,6 +83,7 @@ def _huge_header(path: Path) -> None:
 
 
 W, P = bundle.WEIGHTS, "forward.jaxexport"
+TENSOR_ENTRY = r"weights.tensors\[0\] must be \[name, dtype, shape, sha256\]"
 BAD: dict[str, tuple[Callable[[Path], Any], str]] = {
     "weights one flipped bit": (lambda r: _flip(r / W), rf"gpt/{W}: SHA-256 .* does not match"),
     "artifact 700 trailing bytes": (lambda r: _append(r / P, b"\x07" * 700), rf"gpt/{P}: .*has trailing bytes"),
@@ -103,6 +104,12 @@ BAD: dict[str, tuple[Callable[[Path], Any], str]] = {
     "other version": (lambda r: _edit(r, lambda m: m.update(bundle_version=9)), r"bundle_version 9"),
     "file outside the bundle": (lambda r: _edit(r, lambda m: m["weights"].update(file="../w.safetensors")),
                                 r"file '../w.safetensors' is not a plain file name"),
+    "tensor entry too short": (lambda r: _edit(r, lambda m: m["weights"]["tensors"].__setitem__(0, ["x"])),
+                               rf"gpt/bundle.json: {TENSOR_ENTRY}, got \['x'\]"),
+    "tensor entry a number": (lambda r: _edit(r, lambda m: m["weights"].update(tensors=[5])),
+                              rf"gpt/bundle.json: {TENSOR_ENTRY}, got 5"),
+    "platforms not names": (lambda r: _edit(r, lambda m: m["programs"]["forward"].update(platforms=[1])),
+                            r"gpt/bundle.json: programs.forward.platforms must list platform names"),
     "config edited": (lambda r: _edit(r, lambda m: m["config"].update(n_head=4)),
                       r"config_sha256 does not match the config"),
     # Consistent digests, bad contents: the structure checks behind the digests still refuse them.
@@ -193,6 +200,27 @@ def test_signatures_hmac_wrong_key_and_algorithm(good: Path, tmp_path: Path) -> 
     assert bundle.verify(good, tmp_path / "pub.pem").signature == "ed25519"  # a key file works too
     with pytest.raises(BundleError, match="at least 16 bytes"):
         bundle.verify(good, b"short")
+
+
+def test_a_str_key_is_a_file_path_never_a_secret(good: Path, tmp_path: Path) -> None:
+    sig = (good / bundle.SIGNATURE).read_bytes()
+    typo = str(tmp_path / "sk_typo.pem")  # once silently used as an HMAC secret anyone could guess
+    for call in (lambda: bundle.sign(good, typo), lambda: bundle.verify(good, typo)):
+        with pytest.raises(BundleError, match=rf"key file '{typo}' does not exist: pass the path"):
+            call()
+    with pytest.raises(BundleError, match="is a folder"):
+        bundle.sign(good, tmp_path)
+    with pytest.raises(BundleError, match="a PEM key given as str: pass it as bytes"):
+        bundle.sign(good, SK.decode())
+    with pytest.raises(BundleError, match=r"key must be bytes .*got int 12345"):
+        bundle.sign(good, 12345)
+    (tmp_path / "k1").write_bytes(b"k")
+    with pytest.raises(BundleError, match="key file k1: an HMAC secret must be at least 16 bytes, got 1"):
+        bundle.sign(good, tmp_path / "k1")
+    assert (good / bundle.SIGNATURE).read_bytes() == sig  # no refused key wrote a signature
+    (tmp_path / "secret").write_bytes(b"a-shared-secret-of-32-bytes-long")
+    bundle.sign(good, str(tmp_path / "secret"))  # a secret *file*, by str path, is the way to pass one
+    assert bundle.verify(good, b"a-shared-secret-of-32-bytes-long").signature == "hmac-sha256"
 
 
 def test_rewriting_a_bundle_drops_its_old_signature(good: Path) -> None:

@@ -150,3 +150,38 @@ def test_bad_requests_and_policy() -> None:
         load.load_stats([], SLO())
     assert SLO(ttft_s=0.2, tpot_s=0.05).describe() == "TTFT <= 200 ms, TPOT <= 50 ms"
     assert SLO(e2e_s=0.00363662).describe() == "E2E <= 3.64 ms"
+
+
+@pytest.mark.parametrize("slots", [0, -1, 2.5, True])
+def test_engine_without_rows_refused_instead_of_hanging(slots) -> None:
+    # slots=0 once spun forever: no free row, so no request was ever admitted.
+    with pytest.raises(ValueError, match=rf"slots must be a positive integer \(rows served at once\), got {slots!r}"):
+        FakeEngine(slots, FakeClock())
+
+    class NoRows:  # any engine: serve_open_loop checks before its loop starts
+        pass
+
+    NoRows.slots = slots
+    with pytest.raises(ValueError, match=rf"engine.slots must be a positive integer .*got {slots!r}"):
+        load.serve_open_loop(ABC, NoRows(), "static")
+
+
+def test_numpy_scalars_accepted_where_numbers_are() -> None:
+    reqs = load.poisson_requests(np.int64(3), np.float32(2.0), (np.int64(1), 3), (1, 2), np.int64(256))
+    assert len(reqs) == 3 and reqs == load.poisson_requests(3, 2.0, (1, 3), (1, 2), 256)
+    assert SLO(ttft_s=np.float64(0.5)).ttft_s == 0.5
+    with pytest.raises(ValueError, match=r"prompt_len must be \(lo, hi\) integers .*got 4; for one fixed length n"):
+        load.poisson_requests(5, 1.0, 4, (1, 3), 256)
+    with pytest.raises(ValueError, match=r"vocab_size must be a positive integer .*got 0"):
+        load.poisson_requests(5, 1.0, (1, 2), (1, 3), 0)
+
+
+def test_a_str_where_a_list_is_expected_and_bad_traces() -> None:
+    with pytest.raises(TypeError, match=r"policies must be a list, got 'static': pass \['static'\]"):
+        load.sweep_rates(FakeEngine(1, FakeClock()), [1.0], 2, (1, 2), (1, 2), SLO(), policies="static")
+    with pytest.raises(TypeError, match=r"slo must be an SLO \(SLO\(\) for none\), got None"):
+        load.load_stats([load.Trace(0, 0.0, 3, (1.0,), (1,))], None)
+    with pytest.raises(ValueError, match="trace 0: no token times"):
+        load.Trace(0, 0.0, 3, (), ())
+    with pytest.raises(ValueError, match=r"trace 0: token times must be >= its arrival \(5.0\)"):
+        load.Trace(0, 5.0, 3, (1.0,), (1,))  # once a TTFT of -4 s that met every SLO

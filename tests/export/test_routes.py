@@ -121,6 +121,24 @@ def test_load_bundle_refuses_another_config_untouched(artifact) -> None:
         export.save_bundle(target, artifact[0].parent / "x", programs=("backward",))
 
 
+def test_save_bundle_refuses_bad_programs_and_keys_before_writing(tmp_path: Path) -> None:
+    from labkit.gpt.torch_model import TorchGPT
+
+    m, root = TorchGPT(CFG), tmp_path / "gpt"
+    sk, pk = bundle.new_ed25519_key()
+    export.save_bundle(m, root, programs=(), key=sk)  # no programs: nothing to compile
+    before = {p.name: p.read_bytes() for p in root.iterdir()}
+    (tmp_path / "pk.pem").write_bytes(pk)
+    with pytest.raises(TypeError, match=r"programs must be a list of names, got the str 'forward': pass \['forward'\]"):
+        export.save_bundle(m, root, programs="forward")
+    # Once the bundle was written, its old signature deleted, and only then the key refused.
+    for key, match in ((tmp_path / "pk.pem", r"signing needs an Ed25519 private key"),
+                       (12345, r"key must be bytes .*got int 12345"), (b"short", r"at least 16 bytes")):
+        with pytest.raises(bundle.BundleError, match=match):
+            export.save_bundle(m, root, programs=(), key=key)
+    assert {p.name: p.read_bytes() for p in root.iterdir()} == before and bundle.verify(root, pk).signature == "ed25519"
+
+
 def test_step_artifact_round_trip_matches_native(models) -> None:
     exp = jax.export.deserialize(export_hlo.export_step(CFG).serialize())
     info = export_hlo.describe(exp, export_hlo.STEP_NAMES)

@@ -115,10 +115,62 @@ def test_seeded_sampling(decoders) -> None:
     ("hello", 4, r"pass a list of prompts"),
     ([[1, 2, 300]], 4, r"outside \[0, 256\)"),
     (["hi"], 0, r"max_new_tokens must be a positive integer"),
+    (["hi"], 2.5, r"max_new_tokens must be a positive integer, got 2.5"),
+    ([[1.7, 2.2]], 4, r"prompt 0 must hold integer token ids, got dtype float64"),  # once silently [1, 2]
+    ([[1, float("nan")]], 4, r"prompt 0 must hold integer token ids"),
+    ([b"hi"], 4, r"prompt 0 is bytes b'hi': pass text"),
 ])
 def test_bad_prompts_refused(prompts, new, match) -> None:
     with pytest.raises(ValueError, match=match):
         serve.left_pad(prompts, CFG, new)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"max_len": 0}, r"max_len must be in 1..cfg.seq_len=32 \(None: seq_len\), got 0"),  # once "the default"
+    ({"max_len": 1000}, r"max_len must be in 1..cfg.seq_len=32"),  # once past the position table
+    ({"max_len": -5}, r"max_len must be in 1..cfg.seq_len=32 .*got -5"),
+    ({"pad_id": 999}, r"pad_id must be a token id in \[0, 256\), got 999"),  # once clamped by JAX's gather
+    ({"pad_id": -1}, r"pad_id must be a token id in \[0, 256\), got -1"),
+])
+def test_left_pad_max_len_and_pad_id_checked(kwargs, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        serve.left_pad(["hi"], CFG, 4, **kwargs)
+
+
+def test_left_pad_accepts_numpy_integers() -> None:
+    p = serve.left_pad(["hi"], CFG, np.int64(4), pad_id=np.int32(1), max_len=np.int64(16))
+    assert p.tokens.tolist() == serve.left_pad(["hi"], CFG, 4, pad_id=1, max_len=16).tokens.tolist()
+
+
+class _NeverRun:
+    """A decoder the argument checks must stop before: any call fails the test."""
+    cfg, max_len, name = CFG, CFG.seq_len, "never"
+
+    def prefill(self, *a):
+        raise AssertionError("generation started despite a bad argument")
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda d, p: serve.generate(d, p, 0), r"max_new_tokens must be a positive integer, got 0"),  # once 1 token
+    (lambda d, p: serve.generate(d, p, -3), r"max_new_tokens must be a positive integer, got -3"),
+    (lambda d, p: serve.generate(d, p, 2.5), r"max_new_tokens must be a positive integer, got 2.5"),
+    (lambda d, p: serve.generate(d, p.tokens, 2), r"prompts must be a Prompts batch.*left_pad"),
+    (lambda d, p: serve.benchmark(d, 0, 8, 4), r"batch must be a positive integer, got 0"),
+    (lambda d, p: serve.benchmark(d, -2, 8, 4), r"batch must be a positive integer, got -2"),
+    (lambda d, p: serve.benchmark(d, 2, 0, 4), r"prompt_len must be a positive integer, got 0"),
+    (lambda d, p: serve.benchmark(d, 2, 8, 4, warmup=-1), r"warmup must be an integer >= 0, got -1"),
+    (lambda d, p: serve.sample(np.zeros((1, 3)), 0.0, np.random.default_rng(0)), r"temperature must be .*> 0, got 0.0"),
+    (lambda d, p: serve.sample(np.zeros((1, 3)), -1.0, np.random.default_rng(0)), r"temperature .*got -1.0"),
+    (lambda d, p: serve.sample(np.zeros((1, 3)), 1.0, 0), r"rng must be a numpy Generator, got int"),
+    (lambda d, p: serve.tokens_per_s(4, 10, -1.0, 0.01), r"ttft_s must be a finite number of seconds > 0, got -1.0"),
+    (lambda d, p: serve.tokens_per_s(4, 1, 0.0, 0.0), r"ttft_s must be .*> 0, got 0.0"),  # once ZeroDivisionError
+    (lambda d, p: serve.tokens_per_s(0, 10, 1.0, 0.01), r"batch must be a positive integer, got 0"),
+    (lambda d, p: serve.tokens_per_s(4, 10, 1.0, -0.01), r"tpot_s must be a finite number of seconds >= 0"),
+])
+def test_bad_counts_refused_before_generating(call, match) -> None:
+    with pytest.raises((ValueError, TypeError), match=match):
+        call(_NeverRun(), serve.left_pad(["hi"], CFG, 4))
+    assert serve.tokens_per_s(np.int64(4), 11, np.float32(0.5), 0.05) == pytest.approx(44.0)
 
 
 def test_bad_generation_arguments(decoders) -> None:

@@ -259,3 +259,40 @@ def test_malformed_manifest_is_a_weights_error(edit: Callable[[dict], Any] | Non
     save_file(flat, str(bad), metadata={MANIFEST_KEY: json.dumps(m if edit is not None else [m])})
     _refused(bad, target, "bad.safetensors: " + match)
     assert issubclass(WeightsError, bundle.BundleError)  # one error type for the whole loader
+
+
+def test_failed_save_leaves_the_previous_file(tmp_path: Path, good: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from labkit.export import atomic
+
+    p = tmp_path / "w.safetensors"
+    p.write_bytes(good.read_bytes())
+
+    def disk_full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(atomic.os, "fsync", disk_full)  # the new bytes never reach the disk
+    with pytest.raises(OSError, match=r"could not write .*w.safetensors \(disk full\?\).*previous file is unchanged"):
+        weights.save_weights(TorchGPT(CFG), p)
+    assert p.read_bytes() == good.read_bytes() and [q.name for q in tmp_path.iterdir()] == ["w.safetensors"]
+
+
+def test_save_target_and_source_refused_before_writing(tmp_path: Path) -> None:
+    (tmp_path / "dir.safetensors").mkdir()
+    with pytest.raises(WeightsError, match=r"dir.safetensors is a folder: name a file"):
+        weights.save_weights(TorchGPT(CFG), tmp_path / "dir.safetensors")
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(WeightsError, match=r"afile is a file, so x.safetensors cannot be written under it"):
+        weights.save_weights(TorchGPT(CFG), tmp_path / "afile" / "x.safetensors")
+    with pytest.raises(WeightsError, match=r"source must be one of .*got 123"):
+        weights.save_weights(TorchGPT(CFG), tmp_path / "s.safetensors", source=123)
+    assert not (tmp_path / "s.safetensors").exists()
+
+
+def test_convert_missing_or_truncated_checkpoint(tmp_path: Path) -> None:
+    with pytest.raises(WeightsError, match=r"no checkpoint file at .*nope.pt"):
+        weights.convert_torch_checkpoint(tmp_path / "nope.pt", tmp_path / "o.safetensors", CFG)
+    torch.save(TorchGPT(CFG).state_dict(), tmp_path / "ckpt.pt")
+    (tmp_path / "cut.pt").write_bytes((tmp_path / "ckpt.pt").read_bytes()[:5000])
+    with pytest.raises(WeightsError, match=r"cut.pt: torch.load\(weights_only=True\) cannot read it .*truncated"):
+        weights.convert_torch_checkpoint(tmp_path / "cut.pt", tmp_path / "o.safetensors", CFG)
+    assert not (tmp_path / "o.safetensors").exists()
