@@ -21,6 +21,7 @@ GELU MLP, a final LayerNorm, and a head *tied* to the token embedding
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -51,16 +52,20 @@ class GPTConfig:
     ln_eps: float = 1e-5  # LayerNorm epsilon, both frameworks
 
     def __post_init__(self) -> None:
+        for f in _INT_FIELDS:  # numpy ints (from np.arange sweeps) become plain ints
+            v = getattr(self, f)
+            if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+                object.__setattr__(self, f, int(v))
         if self.d_ff == 0 and type(self.d_ff) is int and type(self.d_model) is int:  # frozen: set through object
             object.__setattr__(self, "d_ff", 4 * self.d_model)
-        for f in ("vocab_size", "seq_len", "n_layer", "n_head", "d_model", "d_ff"):
+        for f in _INT_FIELDS:
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 hint = "0 (= 4 * d_model) or " if f == "d_ff" else ""
                 raise ValueError(f"GPTConfig.{f} must be a positive integer, got {v!r}; use "
                                  f"{hint}a whole number such as {f}={_DEFAULTS[f]}")
         eps = self.ln_eps
-        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
+        if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not math.isfinite(eps) or eps <= 0:
             # eps keeps LayerNorm's 1/sqrt(var + eps) finite: <= 0 divides by zero on a constant row
             raise ValueError(f"GPTConfig.ln_eps (LayerNorm epsilon) must be a finite number > 0, got "
                              f"{eps!r}; use the default ln_eps=1e-5")
@@ -73,7 +78,7 @@ class GPTConfig:
                 f"d_model / n_head features). Use a divisor of {self.d_model}, e.g. "
                 f"n_head={best}, or make d_model a multiple of {self.n_head}, e.g. d_model={up}."
             )
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or self.dropout != 0.0:
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, numbers.Real) or self.dropout != 0.0:
             raise ValueError(f"dropout must be 0.0 (got {self.dropout}): the course models "
                              "have no dropout so Flax and PyTorch agree exactly")
 
@@ -83,6 +88,7 @@ class GPTConfig:
         return self.d_model // self.n_head
 
 
+_INT_FIELDS = ("vocab_size", "seq_len", "n_layer", "n_head", "d_model", "d_ff")
 _DEFAULTS = {f.name: f.default for f in fields(GPTConfig)} | {"d_ff": 512}  # examples for the messages
 
 # Named sizes. The byte-level sizes (vocab 256) train on the shipped Shakespeare corpus; the
@@ -100,7 +106,7 @@ CONFIGS: dict[str, GPTConfig] = {
 
 def get_config(name: str, **overrides: Any) -> GPTConfig:
     """A named GPTConfig, optionally with fields replaced, e.g. seq_len=512 (Lab 02)."""
-    if name not in CONFIGS:
+    if not isinstance(name, str) or name not in CONFIGS:
         raise ValueError(f"unknown GPT config {name!r}; known: {', '.join(CONFIGS)}")
     known = {f.name for f in fields(GPTConfig)}
     bad = sorted(set(overrides) - known)
@@ -112,13 +118,21 @@ def get_config(name: str, **overrides: Any) -> GPTConfig:
     return replace(cfg, **overrides)
 
 
+def check_config(cfg: Any) -> GPTConfig:
+    """``cfg`` if it is a GPTConfig; TypeError with the fix (a name -> get_config(name)) otherwise (Lab 02)."""
+    if isinstance(cfg, GPTConfig):
+        return cfg
+    fix = f"; use get_config({cfg!r})" if isinstance(cfg, str) else f"; e.g. get_config({next(iter(CONFIGS))!r})"
+    raise TypeError(f"cfg must be a GPTConfig, got {type(cfg).__name__} {cfg!r:.60}{fix}")
+
+
 def n_params(cfg: GPTConfig, embeddings: bool = True) -> int:
     """Closed-form parameter count; embeddings=False drops wte and wpe (Kaplan's N) (Lab 02).
 
     The tied head has no weights of its own, but it still costs 2 * vocab * d_model FLOPs per
     token: count those separately (labkit.measure.flops) when you use the non-embedding N.
     """
-    d, f, L = cfg.d_model, cfg.d_ff, cfg.n_layer
+    d, f, L = check_config(cfg).d_model, cfg.d_ff, cfg.n_layer
     per_block = (
         2 * 2 * d  # ln1, ln2: scale + bias
         + 3 * d * d  # fused q, k, v projection
@@ -133,7 +147,7 @@ def n_params(cfg: GPTConfig, embeddings: bool = True) -> int:
 
 def param_shapes(cfg: GPTConfig) -> dict[str, tuple[int, ...]]:
     """Canonical flat weight names -> shapes (PyTorch layout); the single source of truth (Lab 05)."""
-    d, f = cfg.d_model, cfg.d_ff
+    d, f = check_config(cfg).d_model, cfg.d_ff
     shapes: dict[str, tuple[int, ...]] = {
         "wte.weight": (cfg.vocab_size, d),  # token embedding, also the tied head
         "wpe.weight": (cfg.seq_len, d),  # learned position embedding

@@ -8,6 +8,8 @@ training steps of a lab see the very same tokens.
 from __future__ import annotations
 
 import hashlib
+import math
+import numbers
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,13 +97,49 @@ def load_corpus(path: str | Path | None = None, verify: bool = True) -> str:
         ) from None
 
 
-def check_count(value: Any, name: str, minimum: int = 1) -> int:
+def check_count(value: Any, name: str, minimum: int = 1, example: Any = None) -> int:
     """``value`` as an int >= minimum; TypeError / ValueError naming the argument otherwise (Lab 02)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be a whole number >= {minimum}, got {value!r} ({type(value).__name__})")
+    eg = max(minimum, 8) if example is None else example
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):  # np.int64 is Integral
+        raise TypeError(f"{name} must be a whole number >= {minimum}, got {value!r} "
+                        f"({type(value).__name__}); e.g. {name}={eg}")
     if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}; e.g. {name}={max(minimum, 8)}")
+        raise ValueError(f"{name} must be >= {minimum}, got {value}; e.g. {name}={eg}")
     return int(value)
+
+
+def check_real(value: Any, name: str, low: float | None = None, high: float | None = None,
+               closed: str = "", hint: str = "") -> float:
+    """``value`` as a finite float in (low, high) (``closed``: "low"/"high"/"both" ends included) (Lab 02)."""
+    lo_in, hi_in = closed in ("low", "both"), closed in ("high", "both")
+    where = (f" in {'[' if lo_in else '('}{low:g}, {high:g}{']' if hi_in else ')'}" if low is not None and high is not None
+             else f" {'>=' if lo_in else '>'} {low:g}" if low is not None
+             else f" {'<=' if hi_in else '<'} {high:g}" if high is not None else "")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # np.float32 is Real
+        raise TypeError(f"{name} must be a finite number{where}, got {value!r} ({type(value).__name__}){hint}")
+    v = float(value)
+    out = not math.isfinite(v) or (low is not None and (v < low or (v == low and not lo_in))) or (
+        high is not None and (v > high or (v == high and not hi_in)))
+    if out:
+        raise ValueError(f"{name} must be a finite number{where}, got {value!r}{hint}")
+    return v
+
+
+def check_tokens(tokens: Any, name: str = "tokens") -> np.ndarray:
+    """``tokens`` as a 1-D integer numpy array; TypeError saying what was passed otherwise (Lab 02)."""
+    arr = None if isinstance(tokens, (str, bytes)) else np.asarray(tokens)
+    if arr is None or arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+        got = type(tokens).__name__ if arr is None else f"an array of dtype {arr.dtype}, shape {arr.shape}"
+        raise TypeError(f"{name} must be a 1-D integer array (e.g. ByteTokenizer().encode(text)), got {got}")
+    return arr
+
+
+def check_rng(rng: Any) -> np.random.Generator:
+    """``rng`` if it is a numpy Generator; TypeError with the fix otherwise (Lab 02)."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator, e.g. np.random.default_rng(seed), got {rng!r} "
+                        f"({type(rng).__name__})")
+    return rng
 
 
 @dataclass(frozen=True)
@@ -112,11 +150,19 @@ class ByteTokenizer:
 
     def encode(self, text: str) -> np.ndarray:
         """str -> (n_bytes,) int32 token ids in [0, 256) (Lab 02)."""
+        if not isinstance(text, str):
+            fix = "; decode bytes first: encode(data.decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else ""
+            raise TypeError(f"encode takes text (str), got {type(text).__name__}{fix}")
         return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int32)
 
     def decode(self, ids: Any) -> str:
         """Token ids -> str; bytes that are not valid UTF-8 (model samples) become U+FFFD (Lab 02)."""
+        if isinstance(ids, (str, bytes)):
+            raise TypeError(f"decode takes integer token ids (e.g. encode(text)), got {type(ids).__name__} {ids!r:.40}")
         arr = np.asarray(ids).reshape(-1)
+        if arr.size and not np.issubdtype(arr.dtype, np.integer):
+            raise TypeError(f"decode takes integer token ids, got {arr.dtype} values such as {arr[0]!r}; "
+                            "round model outputs explicitly (e.g. logits.argmax(-1))")
         if arr.size and (arr.min() < 0 or arr.max() > 255):
             raise ValueError(f"byte token ids must be in [0, 256), got [{arr.min()}, {arr.max()}]")
         return arr.astype(np.uint8).tobytes().decode("utf-8", errors="replace")
@@ -124,8 +170,8 @@ class ByteTokenizer:
 
 def split(tokens: np.ndarray, val_fraction: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
     """(train, val): the last val_fraction of the tokens is validation; no shuffle (Lab 02)."""
-    if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0.0 < val_fraction < 1.0:
-        raise ValueError(f"val_fraction must be a number in (0, 1), got {val_fraction!r}; e.g. val_fraction=0.1")
+    tokens = check_tokens(tokens)
+    val_fraction = check_real(val_fraction, "val_fraction", 0.0, 1.0, hint="; e.g. val_fraction=0.1")
     n_val = int(len(tokens) * val_fraction)
     if n_val == 0 or n_val == len(tokens):
         raise ValueError(f"{len(tokens)} tokens are too few for val_fraction={val_fraction}")
@@ -137,13 +183,13 @@ def split(tokens: np.ndarray, val_fraction: float = 0.1) -> tuple[np.ndarray, np
 def get_batch(tokens: np.ndarray, batch: int, seq: int,
               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Random windows: x (batch, seq) int32 and y = x shifted left by one token (Lab 02)."""
+    tokens, rng = check_tokens(tokens), check_rng(rng)
     batch, seq = check_count(batch, "batch"), check_count(seq, "seq")
     if len(tokens) < seq + 1:
         raise ValueError(f"need at least seq + 1 = {seq + 1} tokens, got {len(tokens)}")
     starts = rng.integers(0, len(tokens) - seq, size=batch)  # (batch,)
     idx = starts[:, None] + np.arange(seq)[None, :]  # (batch, seq)
-    toks = np.asarray(tokens)
-    return toks[idx].astype(np.int32), toks[idx + 1].astype(np.int32)
+    return tokens[idx].astype(np.int32), tokens[idx + 1].astype(np.int32)
 
 
 @dataclass
@@ -157,8 +203,9 @@ class Batcher:
     rng: np.random.Generator = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self.tokens = check_tokens(self.tokens)  # refused here, not at the first next()
         self.batch, self.seq = check_count(self.batch, "batch"), check_count(self.seq, "seq")
-        self.rng = np.random.default_rng(self.seed)
+        self.rng = np.random.default_rng(check_count(self.seed, "seed", 0, example=0))
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         return self
@@ -186,7 +233,9 @@ def synthetic_tokens(n: int, vocab: int = 256, seed: int = 0, n_patterns: int = 
     """(n,) int32 tokens made of repeated random n-grams: learnable in a few steps (tests, Lab 02)."""
     n, vocab = check_count(n, "n"), check_count(vocab, "vocab", 2)
     n_patterns, pattern_len = check_count(n_patterns, "n_patterns"), check_count(pattern_len, "pattern_len")
-    rng = np.random.default_rng(seed)
+    if vocab > 2**31:  # ids are int32: vocab - 1 must fit
+        raise ValueError(f"vocab must be <= 2**31 (token ids are int32), got {vocab}; e.g. vocab=256")
+    rng = np.random.default_rng(check_count(seed, "seed", 0, example=0))
     patterns = rng.integers(0, vocab, size=(n_patterns, pattern_len))  # the "words"
     # Which word comes next is random, but inside a word every token is predictable, so the
     # loss can fall from ln(vocab) towards ln(n_patterns) / pattern_len per token.

@@ -16,12 +16,14 @@ loss scaling :mod:`labkit.precision.loss_scale`, training per precision :mod:`la
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import ml_dtypes
 import numpy as np
 
+from labkit.gpt.data import check_count, check_real
 from labkit.runtime import hardware
 
 # Course name -> numpy dtype (None: no storage type). "fp8_e4m3" is OCP/NVIDIA E4M3 ("fn":
@@ -48,10 +50,30 @@ class UnknownFormatError(ValueError):
 
 def check_format(name: str) -> str:
     """(Lab 04) Return name if it is a known format, else raise listing the valid ones."""
+    if not isinstance(name, str):
+        raise TypeError(f"a format must be a format name such as 'bf16' (one of {', '.join(FORMATS)}), "
+                        f"got {type(name).__name__} {name!r}")
     if name not in _DTYPES:
         raise UnknownFormatError(f"unknown number format {name!r}; valid formats are "
                                  f"{', '.join(FORMATS)}")
     return name
+
+
+def check_list(value: Any, name: str) -> list[Any]:
+    """(Lab 04) ``value`` as a list; a lone str (or number) is refused, suggesting ``[value]``."""
+    if isinstance(value, (str, bytes, numbers.Number)) or not isinstance(value, Iterable):
+        raise TypeError(f"{name} must be a list, e.g. [{value!r}], got {type(value).__name__} {value!r}")
+    return list(value)
+
+
+def check_chips(chips: Any) -> list[str]:
+    """(Lab 04) ``chips`` as a list of names labkit.runtime.hardware knows; unknown names are refused."""
+    chips = check_list(chips, "chips")
+    bad = [c for c in chips if not isinstance(c, str) or hardware.lookup(c) is None]
+    if bad:
+        raise ValueError(f"unknown chip name(s) {bad} (not in labkit.runtime.hardware); known chips: "
+                         f"{', '.join(hardware.CHIPS)}")
+    return chips
 
 
 def dtype_of(name: str) -> Any:
@@ -99,7 +121,7 @@ def ieee_like(exponent_bits: int, mantissa_bits: int) -> dict[str, float]:
 def native_chips(name: str, chips: Sequence[str] | None = None) -> tuple[str, ...]:
     """(Lab 04) Canonical names of chips (default: all in labkit.runtime.hardware) computing in ``name``."""
     key = HW_KEY[check_format(name)]
-    specs = [hardware.lookup(c) for c in (chips if chips is not None else hardware.CHIPS)]
+    specs = [hardware.lookup(c) for c in (check_chips(chips) if chips is not None else hardware.CHIPS)]
     return tuple(s.name for s in specs if s is not None and s.peak_tflops.get(key) is not None)
 
 
@@ -140,7 +162,8 @@ def round_mantissa(x: Any, mantissa_bits: int, mode: str = "nearest") -> np.ndar
     two differ by at most one tf32 step. Overflow past the format's max carries into the
     exponent and gives inf, as a real cast would; NaN stays NaN.
     """
-    if not 0 <= mantissa_bits <= 23:
+    mantissa_bits = check_count(mantissa_bits, "mantissa_bits", 0, example=10)  # np.int64 -> int (bit shifts)
+    if not mantissa_bits <= 23:
         raise ValueError(f"mantissa_bits must be in [0, 23] for fp32 input, got {mantissa_bits}")
     if mode not in ("nearest", "truncate"):
         raise ValueError(f"mode must be 'nearest' or 'truncate', got {mode!r}")
@@ -175,8 +198,8 @@ def round_to(x: Any, name: str) -> np.ndarray:
 
 def rounding_errors(value: float, formats: Sequence[str] = FORMATS) -> list[dict[str, Any]]:
     """(Lab 04) What each format stores for ``value``, with absolute and relative error."""
-    rows = []
-    for name in formats:
+    value, rows = check_real(value, "value", hint="; e.g. rounding_errors(0.1)"), []
+    for name in check_list(formats, "formats"):
         stored = float(round_to(value, name))
         err = abs(stored - value) if math.isfinite(stored) else math.inf
         rows.append({"format": name, "stored": stored, "abs error": err,
@@ -186,6 +209,10 @@ def rounding_errors(value: float, formats: Sequence[str] = FORMATS) -> list[dict
 
 
 def _fate(x: float, stored: float, f: Format) -> str:
+    if math.isnan(x):
+        return "NaN has no int8 value (a real cast is undefined)" if f.name == "int8" else "NaN stays NaN"
+    if math.isinf(x) and f.name != "int8":
+        return "inf stays inf" if f.has_inf else "inf -> NaN (no inf in this format)"
     if f.name == "int8":
         if abs(x) > 127.5:
             return "saturates (int8 has no inf)"
@@ -204,8 +231,8 @@ def _fate(x: float, stored: float, f: Format) -> str:
 
 def range_probe(values: Sequence[float], formats: Sequence[str] = FORMATS) -> list[dict[str, Any]]:
     """(Lab 04) For each value and format: what is stored and what happened (overflow, ...)."""
-    rows = []
-    for x in values:
+    rows, formats = [], [check_format(n) for n in check_list(formats, "formats")]
+    for x in check_list(values, "values"):
         for name in formats:
             stored = float(round_to(x, name))
             rows.append({"value": float(x), "format": name, "stored": stored,
@@ -226,13 +253,18 @@ def representable(name: str) -> np.ndarray:
 
 
 def spacing(name: str, x: Any) -> np.ndarray:
-    """(Lab 04) Gap to the next representable value above |x| (the ulp), from the bit layout."""
+    """(Lab 04) Gap to the next representable value above |x| (the ulp), from the bit layout; NaN for NaN or inf.
+
+    There is no "next value" above inf or NaN, so their gap is NaN (as numpy's np.spacing(np.inf)).
+    """
     f = format_info(name)
-    if name == "int8":
-        return np.ones_like(np.asarray(x, dtype=np.float64))
     ax = np.abs(np.asarray(x, dtype=np.float64))
-    e = np.floor(np.log2(np.maximum(ax, f.smallest_normal)))  # subnormals share the lowest binade
-    return np.ldexp(1.0, (e - f.mantissa_bits).astype(int))
+    finite = np.isfinite(ax)
+    if name == "int8":
+        return np.where(finite, 1.0, np.nan)
+    safe = np.where(finite, np.maximum(ax, f.smallest_normal), 1.0)  # subnormals share the lowest binade
+    gap = np.ldexp(1.0, (np.floor(np.log2(safe)) - f.mantissa_bits).astype(int))
+    return np.where(finite, gap, np.nan)
 
 
 # ------------------------------------------------------------------------- accumulation
@@ -240,8 +272,12 @@ def spacing(name: str, x: Any) -> np.ndarray:
 
 def sequential_sum(values: np.ndarray, name: str) -> float:
     """(Lab 04) Left-to-right sum with every partial sum rounded to ``name`` (a narrow accumulator)."""
-    dt = dtype_of(name)
-    return float(np.add.accumulate(np.asarray(values).astype(dt))[-1])  # ml_dtypes rounds per add
+    dt, v = dtype_of(name), np.asarray(values)
+    if v.ndim != 1:
+        raise ValueError(f"values must be 1-D (the terms of one sum), got shape {v.shape}")
+    if v.size == 0:
+        return 0.0  # the empty sum
+    return float(np.add.accumulate(v.astype(dt))[-1])  # ml_dtypes rounds per add
 
 
 def accumulation_errors(lengths: Sequence[int], name: str = "bf16", seed: int = 0,
@@ -257,13 +293,24 @@ def accumulation_errors(lengths: Sequence[int], name: str = "bf16", seed: int = 
     (fp32 accumulation dtype).
     """
     dt = dtype_of(check_format(name))
-    rng = np.random.default_rng(seed)
+    if name == "int8":  # inputs in [0, 1) round to 0 in int8: every dot product, and the reference, is 0
+        raise ValueError("accumulation_errors needs a float format: int8 has no scale here, so inputs in "
+                         "[0, 1) all round to 0; use e.g. name='bf16' (int8 needs a scale: see recipes)")
+    lengths = [check_count(n, f"lengths[{i}]", example=1024) for i, n in enumerate(check_list(lengths, "lengths"))]
+    frameworks = check_list(frameworks, "frameworks")
+    if set(frameworks) - {"jax", "torch"}:
+        raise ValueError(f"frameworks must hold 'jax' and/or 'torch', got {frameworks}")
+    trials = check_count(trials, "trials", example=3)
+    rng = np.random.default_rng(check_count(seed, "seed", 0, example=0))
     errs: dict[tuple[int, str], list[float]] = {}
     for n in lengths:
         for _ in range(trials):
             a = rng.random(n).astype(dt)
             b = rng.random(n).astype(dt)
             ref = float(np.dot(a.astype(np.float64), b.astype(np.float64)))  # exact enough: n<2**30
+            if ref == 0:  # every product rounded to 0 (only fp8 with n tiny): a relative error is undefined
+                raise ValueError(f"all {n} products round to 0 in {name} (seed={seed}): the relative error is "
+                                 "undefined; use a longer n or another seed")
             for method, v in _dots(a, b, name, frameworks, torch_device).items():
                 errs.setdefault((int(n), method), []).append(abs(v - ref) / abs(ref))
     return [{"n": n, "method": m, "rel error": float(np.mean(e)), "trials": len(e)}

@@ -27,17 +27,19 @@ Which implementation, and why:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
+
+from labkit.gpt.data import check_count, check_real
 
 if TYPE_CHECKING:
     from labkit.gpt.config import GPTConfig
 
 TORCH_DEFAULTS = {"init_scale": 2.0 ** 16, "growth_factor": 2.0, "backoff_factor": 0.5,
                   "growth_interval": 2000}  # torch.amp.GradScaler's documented defaults
+F32_MAX = float(np.finfo(np.float32).max)  # the JAX state holds the scale in float32
 
 
 @dataclass(frozen=True)
@@ -51,17 +53,18 @@ class LossScaleConfig:
     dynamic: bool = True
 
     def __post_init__(self) -> None:
-        s = self.init_scale
-        if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or s <= 0:
-            raise ValueError(f"loss scale must be a positive finite number, got {s!r} (a scale "
-                             "multiplies the loss; 1.0 means no scaling, 2**16 is torch's default)")
-        if not self.growth_factor > 1:
-            raise ValueError(f"growth_factor must be > 1, got {self.growth_factor!r}")
-        if not 0 < self.backoff_factor < 1:
-            raise ValueError(f"backoff_factor must be in (0, 1), got {self.backoff_factor!r}")
-        gi = self.growth_interval
-        if isinstance(gi, bool) or not isinstance(gi, int) or gi < 1:
-            raise ValueError(f"growth_interval must be a positive integer, got {gi!r}")
+        # numpy scalars (np.float32(1024), np.int64(5) from a sweep) are fine; stored as plain Python numbers
+        s = check_real(self.init_scale, "init_scale (the loss scale)", 0.0, F32_MAX, closed="high",
+                       hint=" (it multiplies the loss: 1.0 = no scaling, 2**16 = torch's default; float32 holds it)")
+        checked = {"init_scale": s,
+                   "growth_factor": check_real(self.growth_factor, "growth_factor", 1.0, hint="; e.g. 2.0"),
+                   "backoff_factor": check_real(self.backoff_factor, "backoff_factor", 0.0, 1.0, hint="; e.g. 0.5"),
+                   "growth_interval": check_count(self.growth_interval, "growth_interval", example=2000)}
+        if not isinstance(self.dynamic, (bool, np.bool_)):  # "no" would be truthy: dynamic by accident
+            raise TypeError(f"dynamic must be True or False, got {self.dynamic!r}; for a fixed scale use static(scale)")
+        checked["dynamic"] = bool(self.dynamic)
+        for k, v in checked.items():
+            object.__setattr__(self, k, v)  # frozen: set through object
 
 
 def static(scale: float) -> LossScaleConfig:
@@ -72,6 +75,8 @@ def static(scale: float) -> LossScaleConfig:
 def next_scale(scale: float, good_steps: int, finite: bool,
                cfg: LossScaleConfig) -> tuple[float, int]:
     """(Lab 04) GradScaler's update rule in plain Python: (scale, good_steps) after one step."""
+    check_real(scale, "scale", 0.0, hint="; the loss scale is a positive number, e.g. cfg.init_scale")
+    good_steps = check_count(good_steps, "good_steps", 0)
     if not cfg.dynamic:
         return scale, good_steps
     if not finite:
@@ -172,6 +177,7 @@ def torch_grads_finite(params: Any) -> bool:
 
 def torch_unscale_(params: Any, scale: float) -> None:
     """(Lab 04) Divide every ``.grad`` of ``params`` by ``scale`` in place."""
+    check_real(scale, "scale", 0.0, hint="; pass the loss scale the loss was multiplied by")
     for p in params:
         if p.grad is not None:
             p.grad.div_(scale)
@@ -198,8 +204,9 @@ def grad_underflow(cfg: GPTConfig, scales: list[float], x: np.ndarray, y: np.nda
     from labkit.gpt.convert import load_flat_params
     from labkit.gpt.torch_model import TorchGPT, torch_loss
 
-    if any(not s > 0 for s in scales):
-        raise ValueError(f"loss scales must be positive, got {scales}")
+    from labkit.precision.formats import check_list
+
+    scales = [check_real(s, f"scales[{i}]", 0.0) for i, s in enumerate(check_list(scales, "scales"))]
     micro = float(x.size) / float(tokens_per_batch or x.size)  # 1 / number of micro-batches
     dev = torch.device(device)
     model = load_flat_params(TorchGPT(cfg), flat).to(dev)
@@ -230,6 +237,12 @@ BEST_TOL = 0.05  # relative: a scale whose error is within 5% of the lowest is a
 
 def best_scales(sweep: list[dict[str, Any]], tol: float = BEST_TOL) -> list[float]:
     """(Lab 04) The finite loss scales whose gradient error is within ``tol`` (relative) of the lowest."""
+    keys = ("loss scale", "rel error vs fp32", "finite")
+    for i, r in enumerate(sweep):
+        missing = [k for k in keys if not isinstance(r, dict) or k not in r]
+        if missing:
+            raise ValueError(f"best_scales needs the rows of grad_underflow, with keys {list(keys)}; row {i} "
+                             f"lacks {missing} (it has {list(r) if isinstance(r, dict) else type(r).__name__})")
     ok = [r for r in sweep if r["finite"]]
     if not ok:
         return []

@@ -34,14 +34,17 @@ from typing import Sequence
 
 import numpy as np
 
+from labkit.gpt.data import check_count, check_real
+
 K_NOISE = 2.0  # gap <= K_NOISE * floor: within run-to-run noise (see the module docstring)
 
 
 def smooth(losses: Sequence[float], window: int) -> np.ndarray:
     """(Lab 04) Trailing mean of the last ``window`` losses at each step (fewer at the start)."""
-    if window < 1:
-        raise ValueError(f"window must be >= 1, got {window}")
+    window = check_count(window, "window", example=10)
     x = np.asarray(losses, np.float64)
+    if x.ndim != 1:
+        raise ValueError(f"losses must be 1-D (one loss per step), got shape {x.shape}; pass one run's curve")
     c = np.concatenate([[0.0], np.cumsum(x)])
     idx = np.arange(1, len(x) + 1)
     lo = np.maximum(idx - window, 0)
@@ -56,7 +59,7 @@ def default_window(steps: int) -> int:
 def _diff(a: Sequence[float], b: Sequence[float], start: int, window: int) -> np.ndarray:
     if len(a) != len(b):
         raise ValueError(f"curves have different lengths: {len(a)} vs {len(b)}")
-    if not 0 <= start < len(a):
+    if not 0 <= check_count(start, "start", 0, example=0) < len(a):
         raise ValueError(f"start must be in [0, {len(a)}), got {start}")
     return (smooth(a, window) - smooth(b, window))[start:]
 
@@ -122,6 +125,7 @@ def judge(low: Sequence[float], ref: Sequence[float], ref_other_seed: Sequence[f
           window: int | None = None, k: float = K_NOISE) -> GapJudgement:
     """(Lab 04) Judge ``low`` against ``ref`` (same seed) with the floor from ``ref`` vs another seed."""
     w = default_window(len(ref)) if window is None else window
+    k = check_real(k, "k", 0.0, hint=f"; the allowed multiple of the noise floor, e.g. k={K_NOISE:g}")
     return GapJudgement(gap=curve_gap(low, ref, start, w), drift=signed_gap(low, ref, start, w),
                         floor=curve_gap(ref, ref_other_seed, start, w), k=k, start=start, window=w,
                         windows=max(1, (len(ref) - start) // w))

@@ -41,7 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from labkit.precision.formats import dtype_of, format_info, round_mantissa
+from labkit.gpt.data import check_count, check_real
+from labkit.precision.formats import check_list, dtype_of, format_info, round_mantissa
 
 E4M3, E5M2 = "fp8_e4m3", "fp8_e5m2"
 RECIPES = ("current", "delayed", "block")
@@ -70,18 +71,54 @@ def plain_cast(x: Any, fmt: str) -> np.ndarray:
         return np.asarray(x, np.float32).astype(dtype_of(fmt))
 
 
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_scale(scale: Any, why: str = "") -> float:
+    """A per-tensor scale as a float: finite, > 0, and still finite and non-zero in float32 (x * s runs there)."""
+    s = check_real(scale, "scale", 0.0, hint=why or "; e.g. scale_for(amax, fmt)")
+    if s > F32_MAX or not np.float32(s) > 0:  # too big for float32, or below its smallest subnormal
+        raise ValueError(f"scale {s:g} does not fit float32 (the cast computes x * scale there){why}")
+    return s
+
+
+def _check_matmul(a: Any, b: Any, names: tuple[str, str] = ("a", "b")) -> tuple[np.ndarray, np.ndarray]:
+    """a (m, k) and b (k, n) as arrays, or a ValueError with both shapes and the likely fix."""
+    a, b = np.asarray(a), np.asarray(b)
+    (na, nb), hint = names, ""
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError(f"{na} and {nb} must be 2-D, (m, k) and (k, n); got {na} {a.shape} and {nb} {b.shape} "
+                         "(a vector v: use v[None, :] as a row or v[:, None] as a column)")
+    if a.shape[1] != b.shape[0]:
+        if a.shape[1] == b.shape[1]:
+            hint = f"; did you mean {nb}.T?"
+        raise ValueError(f"{na} is {a.shape} and {nb} is {b.shape}: {na}'s columns ({a.shape[1]}) must equal "
+                         f"{nb}'s rows ({b.shape[0]}){hint}")
+    return a, b
+
+
 def _amax(x: np.ndarray) -> float:
-    return float(np.max(np.abs(x))) if x.size else 0.0
+    amax = float(np.max(np.abs(x))) if x.size else 0.0
+    if not np.isfinite(amax):  # a scale from NaN / inf would silently turn the whole tensor into NaN or 0
+        raise ValueError(f"the tensor holds NaN or inf (max|x| = {amax}): fp8 scaling needs finite values")
+    return amax
 
 
 def scale_for(amax: float, fmt: str, margin: int = 0) -> float:
     """(Lab 04) Per-tensor scale that maps ``amax`` to the format's max / 2^margin (1.0 if amax is 0)."""
     fmax = _check_fp8(fmt)
-    return fmax / amax / 2.0**margin if amax > 0 else 1.0
+    amax = check_real(amax, "amax", 0.0, closed="low", hint="; amax is max|x|, e.g. float(np.abs(x).max())")
+    margin = check_count(margin, "margin", 0, example=0)
+    if amax == 0:
+        return 1.0
+    with np.errstate(over="ignore"):
+        s = float(np.float64(fmax) / amax / np.exp2(np.float64(margin)))
+    return _check_scale(s, f" (from amax={amax:g}, margin={margin}: use a smaller margin, or check amax)")
 
 
 def fake_quant(x: Any, fmt: str, scale: float) -> np.ndarray:
     """(Lab 04) ``x`` through fp8 with a per-tensor ``scale`` and back: saturating_cast(x*s) / s, float64."""
+    scale = _check_scale(scale)
     x32 = np.asarray(x, np.float32)
     return saturating_cast(x32 * np.float32(scale), fmt).astype(np.float64) / scale
 
@@ -96,9 +133,10 @@ class DelayedScaling:
     """(Lab 04) Transformer Engine's delayed scaling: per-tensor scales from an amax history per name."""
 
     def __init__(self, history_len: int = TE_HISTORY_LEN, algo: str = "max", margin: int = 0) -> None:
-        if history_len < 1 or algo not in ("max", "most_recent"):
-            raise ValueError(f"history_len must be >= 1 and algo 'max' or 'most_recent', got {history_len}, {algo!r}")
-        self.history_len, self.algo, self.margin = history_len, algo, margin
+        history_len = check_count(history_len, "history_len", example=TE_HISTORY_LEN)
+        if algo not in ("max", "most_recent"):
+            raise ValueError(f"algo must be 'max' or 'most_recent', got {algo!r}")
+        self.history_len, self.algo, self.margin = history_len, algo, check_count(margin, "margin", 0, example=0)
         self.history: dict[str, deque[float]] = {}
 
     def scale(self, name: str, fmt: str) -> float:
@@ -110,7 +148,8 @@ class DelayedScaling:
 
     def observe(self, name: str, amax: float) -> None:
         """(Lab 04) Record this step's amax of ``name``; the oldest falls out of the window."""
-        self.history.setdefault(name, deque(maxlen=self.history_len)).append(float(amax))
+        amax = check_real(amax, "amax", 0.0, closed="low", hint=f" (for {name!r}: max|x| of this step's tensor)")
+        self.history.setdefault(name, deque(maxlen=self.history_len)).append(amax)
 
     def quantize(self, x: Any, name: str, fmt: str = E4M3) -> np.ndarray:
         """(Lab 04) Cast ``x`` with the scale from history, then record its amax (dequantized float64)."""
@@ -122,8 +161,14 @@ class DelayedScaling:
 
 def block_exponents(x: Any, fmt: str = E4M3, block: int = BLOCK, axis: int = -1) -> np.ndarray:
     """(Lab 04) E8M0 exponent e per block of ``block`` along ``axis``: block values are stored as x / 2^e."""
-    fmax = _check_fp8(fmt)
-    xb = _blocks(np.asarray(x, np.float32), block, axis)  # (..., n_blocks, block)
+    fmax, x32 = _check_fp8(fmt), np.asarray(x, np.float32)
+    block = check_count(block, "block", example=BLOCK)
+    if x32.ndim == 0:
+        raise ValueError(f"block scaling needs an array (scales run along an axis), got the scalar {x!r}")
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -x32.ndim <= axis < x32.ndim:
+        raise ValueError(f"axis must be an integer in [{-x32.ndim}, {x32.ndim}) for an array of shape "
+                         f"{x32.shape}, got {axis!r}")
+    xb = _blocks(x32, block, axis)  # (..., n_blocks, block)
     amax = np.max(np.abs(xb), axis=-1)
     with np.errstate(divide="ignore"):
         e = np.ceil(np.log2(amax / fmax))  # smallest power of two with amax / 2^e <= fmax
@@ -166,6 +211,10 @@ def quantize(x: Any, recipe: str, fmt: str = E4M3, axis: int = -1, delayed: Dela
 def qmatmul(a: Any, b: Any, recipe: str | None, fmts: tuple[str, str] = (E4M3, E4M3),
             delayed: DelayedScaling | None = None, names: tuple[str, str] = ("a", "b")) -> np.ndarray:
     """(Lab 04) a (m, k) @ b (k, n) with both operands through fp8 by ``recipe`` (None: fp32); fp32 accumulate."""
+    a, b = _check_matmul(a, b, tuple(check_list(names, "names")))
+    fmts = check_list(fmts, "fmts")
+    if len(fmts) != 2:
+        raise ValueError(f"fmts must be two formats (a's, b's), e.g. ['{E4M3}', '{E4M3}'], got {fmts}")
     if recipe is not None:  # block scales run along the contraction axis k of both operands
         a = quantize(a, recipe, fmts[0], axis=1, delayed=delayed, name=names[0])
         b = quantize(b, recipe, fmts[1], axis=0, delayed=delayed, name=names[1])
@@ -174,13 +223,23 @@ def qmatmul(a: Any, b: Any, recipe: str | None, fmts: tuple[str, str] = (E4M3, E
 
 def rel_err(got: Any, ref: Any) -> float:
     """(Lab 04) ||got - ref|| / ||ref|| in float64."""
-    ref64 = np.asarray(ref, np.float64)
-    return float(np.linalg.norm(np.asarray(got, np.float64) - ref64) / np.linalg.norm(ref64))
+    got64, ref64 = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    if got64.shape != ref64.shape:
+        raise ValueError(f"got has shape {got64.shape} but ref has {ref64.shape}: they must match (compare like with like)")
+    norm = np.linalg.norm(ref64)
+    if not norm > 0:
+        raise ValueError("ref is all zeros (or empty): a relative error is undefined; compare absolute errors")
+    return float(np.linalg.norm(got64 - ref64) / norm)
 
 
 def outlier_tokens(m: int, k: int, seed: int = 0, n_outliers: int = 4, factor: float = 1e5) -> tuple[np.ndarray, np.ndarray]:
     """(Lab 04) N(0, 1) activations (m tokens, k) with ``n_outliers`` tokens ``factor``x larger; and the ordinary rows."""
-    rng = np.random.default_rng(seed)
+    m, k = check_count(m, "m", example=128), check_count(k, "k", example=1024)
+    n_outliers = check_count(n_outliers, "n_outliers", 0, example=4)
+    if n_outliers > m:
+        raise ValueError(f"n_outliers={n_outliers} is more than the m={m} tokens; e.g. n_outliers={min(4, m)}")
+    factor = check_real(factor, "factor", 0.0, hint="; e.g. factor=1e5")
+    rng = np.random.default_rng(check_count(seed, "seed", 0, example=0))
     x = rng.standard_normal((m, k))
     rows = rng.choice(m, n_outliers, replace=False)
     x[rows] *= factor  # a few tokens with huge activations: one per-tensor scale must cover them
@@ -190,7 +249,8 @@ def outlier_tokens(m: int, k: int, seed: int = 0, n_outliers: int = 4, factor: f
 def recipe_errors(x: np.ndarray, w: np.ndarray, history: list[np.ndarray],
                   history_w: list[np.ndarray] | None = None, rows: np.ndarray | None = None) -> dict[str, float]:
     """(Lab 04) Rel. error vs float64 of y = x @ w (over ``rows`` of y) per recipe; delayed saw ``history`` first."""
-    ref = np.asarray(x, np.float64) @ np.asarray(w, np.float64)
+    x, w = _check_matmul(x, w, ("x", "w"))
+    ref = x.astype(np.float64) @ w.astype(np.float64)
     sel = slice(None) if rows is None else rows
     out = {}
     for recipe in RECIPES:
@@ -211,7 +271,14 @@ def limited_accumulation(a: np.ndarray, b: np.ndarray, acc_bits: int = 13, chunk
     added to a running sum truncated to ``acc_bits`` fraction bits (13: "around 14 bits" with the
     implicit one). ``promote_every`` K-elements the running sum is added to fp32 and restarted.
     """
-    a32, b32 = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    a, b = _check_matmul(a, b)
+    if check_count(acc_bits, "acc_bits", 0, example=13) > 23:
+        raise ValueError(f"acc_bits must be in [0, 23] (fraction bits kept of fp32's 23), got {acc_bits}")
+    chunk = check_count(chunk, "chunk", example="32 (K per instruction)")
+    if promote_every is not None and check_count(promote_every, "promote_every", example=128) % chunk:
+        raise ValueError(f"promote_every={promote_every} must be a multiple of chunk={chunk} (the sum is promoted "
+                         f"between instructions), e.g. promote_every={max(1, round(promote_every / chunk)) * chunk}")
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
     acc = np.zeros((a32.shape[0], b32.shape[1]), np.float32)  # fp32 registers (the CUDA cores)
     part = np.zeros_like(acc)  # the tensor cores' narrow accumulator
     for j in range(0, a32.shape[1], chunk):
@@ -224,7 +291,9 @@ def limited_accumulation(a: np.ndarray, b: np.ndarray, acc_bits: int = 13, chunk
 def accumulation_errors(k_values: tuple[int, ...], m: int = 64, seed: int = 0, acc_bits: int = 13,
                         promote_every: int = 128) -> list[dict[str, Any]]:
     """(Lab 04) Per K: rel. error of fp8 (e4m3) products summed narrow, narrow + promoted, and in fp32."""
-    rng = np.random.default_rng(seed)
+    k_values = [check_count(k, f"k_values[{i}]", example=4096) for i, k in enumerate(check_list(k_values, "k_values"))]
+    m = check_count(m, "m", example=64)
+    rng = np.random.default_rng(check_count(seed, "seed", 0, example=0))
     rows = []
     for k in k_values:
         a = quantize_current(rng.standard_normal((m, k)))  # e4m3 values: their products are exact in fp32

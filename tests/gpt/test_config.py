@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from labkit.gpt.config import GPTConfig, get_config
+from labkit.gpt.config import GPTConfig, get_config, n_params, param_shapes
 
 INTS = ("vocab_size", "seq_len", "n_layer", "n_head", "d_model", "d_ff")
 
@@ -37,3 +37,19 @@ def test_valid_configs_unchanged() -> None:
     assert cfg.d_ff == 4 * cfg.d_model and cfg.ln_eps == 1e-6
     assert get_config("test", d_model=64).d_ff == 256
     assert GPTConfig(d_ff=96).d_ff == 96
+
+
+def test_numpy_ints_are_counts_and_stored_as_int() -> None:
+    """Issue #13: np.int64 from np.arange sweeps was refused as 'not a positive integer'."""
+    import numpy as np
+
+    cfg = GPTConfig(d_model=np.int64(64), n_head=np.int64(4), d_ff=np.int64(0))
+    assert (cfg.d_model, cfg.d_ff) == (64, 256) and type(cfg.d_model) is int and type(cfg.d_ff) is int
+
+
+@pytest.mark.parametrize("fn", [n_params, param_shapes])
+def test_a_name_instead_of_a_config_says_get_config(fn) -> None:
+    with pytest.raises(TypeError, match=r"cfg must be a GPTConfig, got str 'test'; use get_config\('test'\)"):
+        fn("test")
+    with pytest.raises(TypeError, match="cfg must be a GPTConfig, got NoneType"):
+        fn(None)

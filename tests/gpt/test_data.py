@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import importlib.util
 import shutil
 from pathlib import Path
@@ -214,3 +215,38 @@ def test_get_batch_refuses_bad_sizes(kwargs: dict, err: type, match: str) -> Non
         D.Batcher(tokens, args["batch"], args["seq"])
     x, y = D.get_batch(tokens, np.int64(2), 8, np.random.default_rng(0))  # numpy ints are fine
     assert x.shape == y.shape == (2, 8)
+
+
+TEXT = "to be or not to be, that is the question " * 4
+
+
+@pytest.mark.parametrize(("call", "err", "match"), [
+    (lambda: D.get_batch(TEXT, 2, 4, np.random.default_rng(0)), TypeError,
+     r"tokens must be a 1-D integer array \(e.g. ByteTokenizer\(\).encode\(text\)\), got str"),
+    (lambda: D.split(TEXT, 0.1), TypeError, "tokens must be a 1-D integer array.*got str"),
+    (lambda: D.Batcher(TEXT, 2, 4), TypeError, "tokens must be a 1-D integer array.*got str"),
+    (lambda: D.get_batch(np.linspace(0, 1, 100), 2, 4, np.random.default_rng(0)), TypeError, "dtype float64"),
+    (lambda: D.get_batch(np.zeros((10, 10), np.int32), 2, 4, np.random.default_rng(0)), TypeError, r"shape \(10, 10\)"),
+    (lambda: D.get_batch(D.synthetic_tokens(50), 2, 4, 0), TypeError,
+     r"rng must be a numpy Generator, e.g. np.random.default_rng\(seed\), got 0"),
+    (lambda: D.synthetic_tokens(10, vocab=2**40), ValueError, r"vocab must be <= 2\*\*31"),
+    (lambda: D.synthetic_tokens(10, seed=math.nan), TypeError, "seed must be a whole number >= 0, got nan"),
+    (lambda: D.Batcher(D.synthetic_tokens(50), 2, 4, seed=1.5), TypeError, "seed must be a whole number"),
+    (lambda: D.ByteTokenizer().encode(b"hi"), TypeError, r"encode takes text \(str\), got bytes.*decode\('utf-8'\)"),
+    (lambda: D.ByteTokenizer().decode([104.7]), TypeError, "decode takes integer token ids, got float64"),
+    (lambda: D.ByteTokenizer().decode("hi"), TypeError, "decode takes integer token ids.*got str"),
+    (lambda: D.split(np.arange(100), "0.1"), TypeError, "val_fraction must be a finite number in"),
+])
+def test_text_or_floats_instead_of_tokens_are_refused_with_the_fix(call, err: type, match: str) -> None:
+    """Issue #20: these were an IndexError, a silent all-zero batch, or a split into two strings."""
+    with pytest.raises(err, match=match):
+        call()
+
+
+def test_numpy_scalars_and_lists_still_work() -> None:
+    """Issue #13: np.float32 fractions and numpy ints come from sweeps; a list of ints is tokens too."""
+    train, val = D.split(np.arange(100), np.float32(0.1))
+    assert (len(train), len(val)) == (90, 10)
+    x, _ = D.get_batch(list(range(50)), 2, 4, np.random.default_rng(0))
+    assert x.dtype == np.int32 and x.shape == (2, 4)
+    assert D.synthetic_tokens(np.int64(16), vocab=np.int64(2**31), seed=np.int64(3)).max() < 2**31

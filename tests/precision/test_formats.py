@@ -173,3 +173,42 @@ def test_accumulation_errors_vs_float64() -> None:
     assert err[(seq, 65536)] > 0.9  # ... until the sum stalls at 256-ish: most of 16384 lost
     with pytest.raises(precision.UnknownFormatError):
         precision.accumulation_errors([8], "bf17")
+
+
+# ------------------------------------------------------------ bad input (issues #12, #18)
+
+
+@pytest.mark.parametrize(("call", "err", "match"), [
+    (lambda: precision.rounding_errors(0.1, formats="bf16"), TypeError, r"formats must be a list, e.g. \['bf16'\]"),
+    (lambda: precision.rounding_errors("0.1"), TypeError, "value must be a finite number"),
+    (lambda: precision.range_probe(1e5, ["bf16"]), TypeError, r"values must be a list, e.g. \[100000.0\]"),
+    (lambda: precision.native_chips("bf16", "NVIDIA T4"), TypeError, r"chips must be a list, e.g. \['NVIDIA T4'\]"),
+    (lambda: precision.format_info("bf16", chips=["bogus"]), ValueError, r"unknown chip name\(s\) \['bogus'\].*NVIDIA T4"),
+    (lambda: precision.format_table(["TPU v5e", "H800X"]), ValueError, r"\['H800X'\]"),
+    (lambda: precision.check_format(["bf16"]), TypeError, r"a format name such as 'bf16'.*got list \['bf16'\]"),
+    (lambda: precision.round_mantissa(1.0, 2.5), TypeError, "mantissa_bits must be a whole number >= 0, got 2.5"),
+    (lambda: precision.sequential_sum(np.ones((2, 2)), "bf16"), ValueError, r"values must be 1-D.*\(2, 2\)"),
+    (lambda: precision.accumulation_errors([0], frameworks=()), ValueError, r"lengths\[0\] must be >= 1, got 0"),
+    (lambda: precision.accumulation_errors([-1], frameworks=()), ValueError, r"lengths\[0\] must be >= 1, got -1"),
+    (lambda: precision.accumulation_errors([8], trials=0, frameworks=()), ValueError, "trials must be >= 1, got 0"),
+    (lambda: precision.accumulation_errors([8], "int8", frameworks=()), ValueError, "needs a float format.*int8"),
+    (lambda: precision.accumulation_errors([8], frameworks="torch"), TypeError, r"frameworks must be a list"),
+    (lambda: precision.accumulation_errors([8], frameworks=("numpy",)), ValueError, "'jax' and/or 'torch'"),
+])
+def test_bad_input_is_refused_with_the_value_and_the_fix(call, err: type, match: str) -> None:
+    with pytest.raises(err, match=match):
+        call()
+
+
+def test_edge_values_get_truthful_answers() -> None:
+    assert precision.sequential_sum(np.array([]), "bf16") == 0.0  # the empty sum
+    assert precision.native_chips("bf16", ["TPU v5e", "NVIDIA T4"]) == ("TPU v5e",)
+    got = precision.spacing("bf16", [np.nan, np.inf, -np.inf, 1.0])  # no next value above inf / NaN
+    assert np.isnan(got[:3]).all() and got[3] == 2.0**-7
+    assert np.isnan(precision.spacing("int8", np.nan)) and precision.spacing("int8", 5.0) == 1.0
+    fate = {(r["value"] if r["value"] == r["value"] else "nan", r["format"]): r["what happened"]
+            for r in precision.range_probe([np.nan, np.inf], ["int8", "bf16", "fp8_e4m3"])}
+    assert fate[("nan", "int8")].startswith("NaN has no int8 value") and fate[("nan", "bf16")] == "NaN stays NaN"
+    assert fate[(np.inf, "bf16")] == "inf stays inf" and "no inf" in fate[(np.inf, "fp8_e4m3")]
+    assert precision.round_mantissa(1.0, np.int64(10)) == 1.0
+    assert precision.rounding_errors(np.float32(0.5), ["bf16"])[0]["abs error"] == 0.0

@@ -14,22 +14,53 @@ from hypothesis import strategies as st
 from labkit.precision import loss_scale as ls
 
 
-@pytest.mark.parametrize("bad", [0.0, -1.0, math.inf, math.nan, "2", True])
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.inf, math.nan, 1e39, "2", True])
 def test_non_positive_or_non_finite_scale_is_a_clear_error(bad: object) -> None:
-    with pytest.raises(ValueError, match="loss scale must be a positive finite number"):
+    err = TypeError if isinstance(bad, (str, bool)) else ValueError
+    with pytest.raises(err, match=r"init_scale \(the loss scale\) must be a finite number in \(0, 3.4"):
         ls.LossScaleConfig(init_scale=bad)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="positive finite"):
+    with pytest.raises(err, match="finite number"):
         ls.static(bad)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("kw, msg", [({"growth_factor": 1.0}, "growth_factor must be > 1"),
-                                     ({"backoff_factor": 1.0}, "backoff_factor must be in"),
-                                     ({"backoff_factor": 0.0}, "backoff_factor must be in"),
-                                     ({"growth_interval": 0}, "growth_interval must be a positive"),
-                                     ({"growth_interval": 2.5}, "growth_interval must be a positive")])
-def test_bad_settings(kw: dict, msg: str) -> None:
-    with pytest.raises(ValueError, match=msg):
+@pytest.mark.parametrize("kw, err, msg", [({"growth_factor": 1.0}, ValueError, "growth_factor must be a finite number > 1"),
+                                          ({"growth_factor": math.inf}, ValueError, "growth_factor .* got inf"),
+                                          ({"backoff_factor": 1.0}, ValueError, r"backoff_factor must be a finite number in \(0, 1\)"),
+                                          ({"backoff_factor": 0.0}, ValueError, "backoff_factor must be a finite number in"),
+                                          ({"growth_interval": 0}, ValueError, "growth_interval must be >= 1, got 0"),
+                                          ({"growth_interval": 2.5}, TypeError, "growth_interval must be a whole number"),
+                                          ({"dynamic": "no"}, TypeError, "dynamic must be True or False, got 'no'"),
+                                          ({"dynamic": 1}, TypeError, "dynamic must be True or False")])
+def test_bad_settings(kw: dict, err: type, msg: str) -> None:
+    with pytest.raises(err, match=msg):
         ls.LossScaleConfig(**kw)
+
+
+def test_numpy_scalars_are_numbers() -> None:
+    """Sweeps give np.float32 / np.int64: accepted, and stored as plain Python numbers (issue #13)."""
+    cfg = ls.LossScaleConfig(init_scale=np.float32(1024), growth_factor=np.float64(2.0),
+                             backoff_factor=np.float32(0.5), growth_interval=np.int64(5), dynamic=np.bool_(False))
+    assert (cfg.init_scale, cfg.growth_interval, cfg.dynamic) == (1024.0, 5, False)
+    assert type(cfg.init_scale) is float and type(cfg.growth_interval) is int and type(cfg.dynamic) is bool
+    assert ls.static(np.float32(8)).init_scale == 8.0
+    assert float(ls.init(ls.LossScaleConfig(init_scale=float(np.finfo(np.float32).max))).scale) < math.inf
+
+
+@pytest.mark.parametrize("scale", [-1.0, 0.0, math.nan, math.inf, "8"])
+def test_the_rule_and_unscale_refuse_a_bad_scale(scale: object) -> None:
+    with pytest.raises((ValueError, TypeError), match="scale must be a finite number > 0"):
+        ls.next_scale(scale, 0, True, ls.LossScaleConfig())  # type: ignore[arg-type]
+    p = torch.nn.Parameter(torch.ones(2))
+    p.grad = torch.ones(2)
+    with pytest.raises((ValueError, TypeError), match="scale must be a finite number > 0"):
+        ls.torch_unscale_([p], scale)  # type: ignore[arg-type]
+    assert torch.equal(p.grad, torch.ones(2))  # untouched
+
+
+def test_best_scales_names_the_keys_it_needs() -> None:
+    with pytest.raises(ValueError, match=r"keys \['loss scale', 'rel error vs fp32', 'finite'\]; row 0 lacks \['rel error vs fp32'\]"):
+        ls.best_scales([{"finite": True, "err": 0.1, "loss scale": 1.0}])
+    assert ls.best_scales([{"finite": True, "rel error vs fp32": 0.1, "loss scale": 4.0}]) == [4.0]
 
 
 def test_grows_after_n_good_steps_and_backs_off_on_overflow() -> None:
@@ -182,5 +213,5 @@ def test_fp16_gradients_underflow_without_scaling() -> None:
     assert unscaled["zeroed (underflow) fraction"] > 0.1 and unscaled["rel error vs fp32"] > 0.1
     assert scaled["zeroed (underflow) fraction"] < 1e-3 and scaled["rel error vs fp32"] < 1e-2
     assert not huge["finite"] and huge["rel error vs fp32"] == math.inf
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match=r"scales\[0\] must be a finite number > 0, got 0.0"):
         ls.grad_underflow(cfg, [0.0], x, y, flat)

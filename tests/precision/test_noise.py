@@ -95,3 +95,17 @@ def test_k_is_outside_the_spread_of_two_noise_only_runs(n: int, start: int) -> N
     ratios = np.asarray(ratios)
     assert np.mean(ratios > noise.K_NOISE) < 0.05  # a false alarm is rare ...
     assert np.mean(ratios > 1.0) > 0.3  # ... while k = 1 would raise one often
+
+
+@pytest.mark.parametrize(("call", "err", "match"), [
+    (lambda: noise.smooth([1.0, 2.0, 3.0], 2.5), TypeError, "window must be a whole number >= 1, got 2.5"),
+    (lambda: noise.smooth([1.0, 2.0, 3.0], math.nan), TypeError, "window must be a whole number >= 1, got nan"),
+    (lambda: noise.smooth([[1, 2], [3, 4]], 1), ValueError, r"losses must be 1-D.*\(2, 2\)"),
+    (lambda: noise.curve_gap([1.0, 2.0], [1.0, 2.0], start=0.5), TypeError, "start must be a whole number >= 0, got 0.5"),
+    (lambda: noise.judge([1.0] * 20, [1.0] * 20, [1.1] * 20, start=2, k=math.nan), ValueError, "k must be a finite number > 0"),
+])
+def test_bad_windows_and_curves_name_the_value(call, err: type, match: str) -> None:
+    """Issue #20: float windows and 2-D losses were an IndexError or a silent wrong curve."""
+    with pytest.raises(err, match=match):
+        call()
+    assert noise.smooth(np.arange(4.0), np.int64(2))[-1] == 2.5  # numpy ints are fine

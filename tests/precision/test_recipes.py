@@ -113,3 +113,64 @@ def test_narrow_accumulation_grows_with_k_and_promotion_stops_it() -> None:
     assert all(r["fp32"] < 1e-6 for r in rows.values())
     a, b = _xw(1, 8, 256, 8)
     np.testing.assert_allclose(R.limited_accumulation(a, b, acc_bits=23), a.astype(np.float64) @ b, rtol=1e-5)
+
+
+# ------------------------------------------------------------ bad input (issues #10, #12, #17)
+
+X = np.ones((4, 64), np.float32)
+
+
+@pytest.mark.parametrize(("call", "err", "match"), [
+    (lambda: R.limited_accumulation(X, X.T, chunk=-1), ValueError, "chunk must be >= 1, got -1"),
+    (lambda: R.limited_accumulation(X, X.T, chunk=0), ValueError, "chunk must be >= 1, got 0"),
+    (lambda: R.limited_accumulation(X, X.T, chunk=2.5), TypeError, "chunk must be a whole number"),
+    (lambda: R.limited_accumulation(X, X.T, chunk=32, promote_every=48), ValueError,
+     "promote_every=48 must be a multiple of chunk=32"),
+    (lambda: R.limited_accumulation(X, X.T, promote_every=0), ValueError, "promote_every must be >= 1"),
+    (lambda: R.limited_accumulation(X, X.T, acc_bits=30), ValueError, r"acc_bits must be in \[0, 23\]"),
+    (lambda: R.limited_accumulation(X[0], X[0]), ValueError, r"must be 2-D.*a \(64,\) and b \(64,\)"),
+    (lambda: R.limited_accumulation(X, X), ValueError, r"a is \(4, 64\) and b is \(4, 64\).*did you mean b.T\?"),
+    (lambda: R.qmatmul(X, X, "current"), ValueError, r"a's columns \(64\) must equal b's rows \(4\); did you mean b.T"),
+    (lambda: R.qmatmul(X, X.T, "current", fmts="fp8_e4m3"), TypeError, r"fmts must be a list, e.g. \['fp8_e4m3'\]"),
+    (lambda: R.recipe_errors(X, X, []), ValueError, r"x is \(4, 64\) and w is \(4, 64\).*did you mean w.T"),
+    (lambda: R.rel_err(X, X[:2]), ValueError, r"got has shape \(4, 64\) but ref has \(2, 64\)"),
+    (lambda: R.rel_err(X, 0 * X), ValueError, "ref is all zeros"),
+    (lambda: R.block_exponents(X, block=0), ValueError, "block must be >= 1, got 0"),
+    (lambda: R.quantize_block(X, block=-4), ValueError, "block must be >= 1, got -4"),
+    (lambda: R.quantize_block(X, axis=5), ValueError, r"axis must be an integer in \[-2, 2\).*got 5"),
+    (lambda: R.quantize_block(3.0), ValueError, "block scaling needs an array"),
+    (lambda: R.scale_for(math.inf, R.E4M3), ValueError, "amax must be a finite number >= 0, got inf"),
+    (lambda: R.scale_for(math.nan, R.E4M3), ValueError, "amax must be a finite number >= 0, got nan"),
+    (lambda: R.scale_for(-5, R.E4M3), ValueError, "amax must be a finite number >= 0, got -5"),
+    (lambda: R.scale_for(1, R.E4M3, margin=-2000), ValueError, "margin must be >= 0, got -2000"),
+    (lambda: R.scale_for(1, R.E4M3, margin=2000), ValueError, r"scale must be .* got 0.0 \(from amax=1, margin=2000"),
+    (lambda: R.scale_for(1e-45, R.E4M3), ValueError, "does not fit float32.*amax=1e-45"),
+    (lambda: R.fake_quant(X, R.E4M3, 0.0), ValueError, "scale must be a finite number > 0, got 0.0"),
+    (lambda: R.fake_quant(X, R.E4M3, -1), ValueError, "scale must be a finite number > 0, got -1"),
+    (lambda: R.fake_quant(X, R.E4M3, math.inf), ValueError, "scale must be a finite number > 0, got inf"),
+    (lambda: R.quantize_current(np.array([1.0, math.nan])), ValueError, "holds NaN or inf"),
+    (lambda: R.DelayedScaling(history_len=2.5), TypeError, "history_len must be a whole number"),
+    (lambda: R.DelayedScaling(history_len=math.nan), TypeError, "history_len must be a whole number.*nan"),
+    (lambda: R.DelayedScaling().observe("a", math.nan), ValueError, "amax must be a finite number >= 0, got nan"),
+    (lambda: R.outlier_tokens(4, 8, n_outliers=10), ValueError, "n_outliers=10 is more than the m=4 tokens"),
+    (lambda: R.outlier_tokens(0, 8), ValueError, "m must be >= 1, got 0"),
+    (lambda: R.outlier_tokens(4, 0), ValueError, "k must be >= 1, got 0"),
+    (lambda: R.accumulation_errors((0,), m=4), ValueError, r"k_values\[0\] must be >= 1, got 0"),
+    (lambda: R.accumulation_errors((8,), m=0), ValueError, "m must be >= 1, got 0"),
+    (lambda: R.accumulation_errors(8), TypeError, r"k_values must be a list, e.g. \[8\]"),
+])
+def test_bad_input_is_refused_with_the_value_and_the_fix(call, err: type, match: str) -> None:
+    with pytest.raises(err, match=match):
+        call()
+
+
+def test_valid_neighbours_still_work() -> None:
+    assert R.limited_accumulation(X, X.T, chunk=32, promote_every=64).shape == (4, 4)
+    assert R.limited_accumulation(X, X.T, chunk=16, promote_every=None)[0, 0] == 64.0
+    assert R.scale_for(np.float32(2.0), R.E4M3) == 224.0 and R.scale_for(0.0, R.E4M3) == 1.0
+    d = R.DelayedScaling(history_len=np.int64(2))
+    d.observe("a", np.float32(4.0))
+    assert d.scale("a", R.E4M3) == 112.0
+    x, rows = R.outlier_tokens(4, 8, n_outliers=4)
+    assert x.shape == (4, 8) and rows.size == 0
+    assert R.quantize_block(X, block=np.int64(32), axis=np.int64(0)).shape == X.shape

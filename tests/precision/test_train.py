@@ -125,7 +125,7 @@ def test_bad_input() -> None:
         pt.TrainConfig(warmup=-1)
     with pytest.raises(ValueError, match="clip_norm must be > 0"):
         pt.TrainConfig(clip_norm=0.0)
-    with pytest.raises(ValueError, match="loss scale must be a positive"):
+    with pytest.raises(ValueError, match=r"init_scale \(the loss scale\) must be a finite number in \(0, "):
         pt.TrainConfig(loss_scale=ls.LossScaleConfig(init_scale=-8.0))
     with pytest.raises(ValueError, match="trace_steps must be >= 0"):
         pt.TrainConfig(trace_steps=-1)
