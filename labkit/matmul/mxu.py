@@ -44,16 +44,25 @@ class MxuPrediction:
     bound: str                   # "compute" or "memory"
 
 
-def predict(M: int, K: int, N: int, chip: Any = "TPU v5e", dtype: str = "bf16", *,
-            pipelined: bool = True) -> MxuPrediction:
-    """(Lab 01) Predict time and fraction of peak of an (M, K) @ (K, N) GEMM on a TPU's MXUs."""
+def _tpu(chip: Any, dtype: str) -> tuple[Any, float]:
+    """The chip's spec and its dtype peak in FLOP/s (all MXUs); a clear ValueError for a GPU or a missing peak."""
     spec = simt.resolve_chip(chip)
     if not getattr(spec, "mxu_shape", None):
         raise ValueError(f"{spec.name} has no MXU (mxu_shape is None): for a GPU use "
                          "labkit.matmul.simt, which models SMs and tiles")
+    simt.in_bytes(dtype)  # an unknown dtype lists the known ones
     peak = spec.peak(dtype)  # FLOP/s, all MXUs of the chip
     if peak is None or not spec.bandwidth_gbs:
-        raise ValueError(f"{spec.name} needs a {dtype} peak and a memory bandwidth for this model")
+        have = [d for d in simt._IN_BYTES if spec.peak(d) is not None]
+        raise ValueError(f"{spec.name} needs a {dtype} peak and a memory bandwidth for this model; it has a peak "
+                         f"for {', '.join(have) or 'no dtype'}: pass dtype={have[0] if have else 'bf16'!r}")
+    return spec, peak
+
+
+def predict(M: int, K: int, N: int, chip: Any = "TPU v5e", dtype: str = "bf16", *,
+            pipelined: bool = True) -> MxuPrediction:
+    """(Lab 01) Predict time and fraction of peak of an (M, K) @ (K, N) GEMM on a TPU's MXUs."""
+    spec, peak = _tpu(chip, dtype)
     rows, cols = spec.mxu_shape
     model = systolic.cycles(M, K, N, rows, cols, "ws", pipelined=pipelined)
     flops = 2 * model.macs                       # useful FLOP (one multiply + one add per MAC)
@@ -69,7 +78,8 @@ def predict(M: int, K: int, N: int, chip: Any = "TPU v5e", dtype: str = "bf16", 
 def compute_bound_batch(K: int, N: int, chip: Any = "TPU v5e", dtype: str = "bf16", *,
                         pipelined: bool = True, limit: int = 1 << 16) -> int | None:
     """(Lab 01) Smallest batch M (rows, tokens) whose (M, K) @ (K, N) the model calls compute-bound."""
-    spec = simt.resolve_chip(chip)  # looked up once: the scan calls predict many times
+    spec, _ = _tpu(chip, dtype)  # looked up once: the scan calls predict many times
+    simt._check_positive(limit=limit)  # 0 would scan nothing and answer "never compute-bound"
     for m in range(1, limit + 1):   # upwards: below the answer every batch is memory-bound
         if predict(m, K, N, spec, dtype, pipelined=pipelined).bound == "compute":
             return m
@@ -78,7 +88,7 @@ def compute_bound_batch(K: int, N: int, chip: Any = "TPU v5e", dtype: str = "bf1
 
 def ridge_batch(chip: Any = "TPU v5e", dtype: str = "bf16") -> float:
     """(Lab 01) The batch where weight traffic alone balances the math: peak / bandwidth for bf16."""
-    spec = simt.resolve_chip(chip)
+    spec, peak = _tpu(chip, dtype)
     # (M, K) @ (K, N): 2 M K N FLOP against K N weights of b bytes -> compute-bound above
     # M = peak * b / (2 * bandwidth) tokens, ignoring the activations' own traffic.
-    return spec.peak(dtype) * simt.in_bytes(dtype) / (2 * spec.bandwidth_gbs * 1e9)
+    return peak * simt.in_bytes(dtype) / (2 * spec.bandwidth_gbs * 1e9)

@@ -40,7 +40,7 @@ def predicted(model: str, sizes: Sequence[int], vary: str, *, roof: bool = True)
         raise ValueError(f"vary must be 'M', 'N' or 'K', got {vary!r}")
     if model in MXUS:
         chip = simt.resolve_chip(MXUS[model])  # looked up once for the whole sweep
-        preds = [mxu.predict(**{**_FIXED[vary], vary: int(s)}, chip=chip) for s in sizes]
+        preds = [mxu.predict(**{**_FIXED[vary], vary: s}, chip=chip) for s in sizes]  # 2.5 refused, not cut to 2
         return np.array([p.fraction_of_peak if roof else p.utilization for p in preds])
     chip, dtype = GPUS[model]
     return np.array([p.fraction_of_peak for p in simt.sweep(sizes, chip, dtype, vary=vary, fixed=_FIXED[vary])])

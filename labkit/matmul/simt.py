@@ -109,6 +109,9 @@ def _check_dtype(dtype: str) -> None:
 def resolve_chip(chip: Any) -> Any:
     """(Lab 01) A ChipSpec (or look-alike) as given, or labkit.runtime.hardware.lookup(name)."""
     if not isinstance(chip, str):
+        if not all(hasattr(chip, a) for a in ("name", "peak", "bandwidth_gbs")):
+            raise TypeError(f"chip must be a chip name such as 'TPU v5e' or 'NVIDIA T4' (labkit.runtime.hardware.CHIPS) "
+                            f"or a ChipSpec, got {chip!r}")
         return chip
     from labkit.runtime import hardware  # imported here: the model itself needs no spec table
 
@@ -177,6 +180,9 @@ def predict(M: int, N: int, K: int, chip: Any, dtype: str = "bf16",
         raise ValueError(f"{spec.name} has no {dtype} peak; pick one of {', '.join(have)}")
     if not spec.bandwidth_gbs:
         raise ValueError(f"{spec.name} has no memory bandwidth figure (bandwidth_gbs)")
+    if tiling is not None and not isinstance(tiling, GemmTiling):
+        raise TypeError(f"tiling must be a GemmTiling, e.g. GemmTiling(block_m=128, block_n=128), or None for "
+                        f"default_tiling(chip, dtype), got {tiling!r}")
     t = tiling or default_tiling(spec, dtype)
     tiles_m, tiles_n, steps_k = (_ceil_div(M, t.block_m), _ceil_div(N, t.block_n),
                                  _ceil_div(K, t.block_k))
@@ -213,5 +219,7 @@ def sweep(sizes: Sequence[int], chip: Any, dtype: str = "bf16",
     if vary not in dims or set(dims) != {"M", "N", "K"}:
         raise ValueError(f"vary must be 'M', 'N' or 'K' and fixed may only name those, "
                          f"got vary={vary!r}, fixed={dict(fixed or {})}")
-    return [predict(**{**dims, vary: int(s)}, chip=chip, dtype=dtype, tiling=tiling,
+    for i, s in enumerate(sizes):  # each checked, never int(s): 12.5 must not quietly become 12
+        _check_positive(**{f"sizes[{i}]": s})
+    return [predict(**{**dims, vary: s}, chip=chip, dtype=dtype, tiling=tiling,
                     perfect_l2=perfect_l2) for s in sizes]

@@ -17,6 +17,7 @@ never as the figure, so the same op timed in two labs gives the same number.
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import statistics
 import time
@@ -32,6 +33,18 @@ TIMING_RULE = ("median of the timed repeats, after warm-up, with a device sync a
 NOISY_SPREAD = 0.5  # IQR/median above this: the repeats disagree, rerun before quoting the median
 
 
+def check_number(name: str, value: Any, fix: str = "", *, count: bool = False, zero_ok: bool = False) -> Any:
+    """(Lab 00) ``value`` as a finite number > 0 (>= 0 if zero_ok; whole if count), else an error naming it and the fix."""
+    what = f"need {name} {'>= 0' if zero_ok else '>= 1' if count else '> 0'}"
+    noun = "a whole number" if count else "a finite number" if zero_ok else "a positive finite number"
+    got, fix = f" ({noun}), got {value!r}", f"; {fix}" if fix else ""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral if count else numbers.Real):
+        raise TypeError(f"{what}{got} ({type(value).__name__}){fix}")
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        raise ValueError(what + got + fix)
+    return int(value) if count else float(value)
+
+
 @dataclass(frozen=True)
 class Timing:
     """Wall-clock times of repeated runs of one function, in seconds (Lab 00)."""
@@ -40,6 +53,12 @@ class Timing:
     warmup: int  # untimed runs before the first timed one
     label: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.times_s:
+            raise ValueError("no timed repeats: a Timing needs at least one time (s), e.g. from time_fn(..., repeats=5)")
+        for i, t in enumerate(self.times_s):  # a clock never runs backwards: a negative time is a bug upstream
+            check_number(f"times_s[{i}]", t, "times are wall-clock seconds", zero_ok=True)
 
     @property
     def median_s(self) -> float:
@@ -71,7 +90,7 @@ class Timing:
 
     def rate(self, work: float) -> float:
         """``work`` per second at the median time, e.g. FLOP/s from FLOPs per call (Lab 00)."""
-        return work / self.median_s
+        return work / check_number("the median time (s)", self.median_s, "a rate needs a time above the clock's resolution")
 
     def __str__(self) -> str:
         return (
@@ -102,9 +121,8 @@ def time_fn(
     a whole 2048^3 matmul) started from a GPU that idled while the host made inputs.
     ``None`` picks enough calls for a repeat to last ``MIN_WINDOW_S`` (at most ``MAX_CALLS``).
     """
-    if repeats < 1 or warmup < 0 or (calls is not None and calls < 1):
-        raise ValueError(f"need repeats >= 1, warmup >= 0 and calls >= 1 (or None), "
-                         f"got repeats={repeats}, warmup={warmup}, calls={calls}")
+    repeats, warmup = check_number("repeats", repeats, count=True), check_number("warmup", warmup, count=True, zero_ok=True)
+    calls = None if calls is None else check_number("calls", calls, "or None: enough calls for MIN_WINDOW_S", count=True)
     make = make_inputs or (lambda i: ())
     for i in range(warmup):  # compile, autotune, allocate: none of it is the steady state
         sync(fn(*make(i)))
@@ -167,8 +185,7 @@ def queue_and_run_s(fn: Callable[[], Any], sync: Callable[[Any], None], warmup: 
     On an asynchronous device the first is the host's share only. Of ``repeats`` tries, returns
     the one queued fastest: a busy host only ever adds time.
     """
-    if repeats < 1:
-        raise ValueError(f"need repeats >= 1, got {repeats}")
+    repeats, warmup = check_number("repeats", repeats, count=True), check_number("warmup", warmup, count=True, zero_ok=True)
     for _ in range(warmup):  # compilation, autotuning, library handles: not part of either time
         sync(fn())
     best: tuple[float, float] | None = None
@@ -215,10 +232,11 @@ def confirm(
     already taken measurement that counts as attempt 1. The caller asserts ``.holds``: a claim that
     is false stays false however often it is measured.
     """
-    if attempts < 1:
-        raise ValueError(f"need attempts >= 1, got {attempts}")
+    attempts = check_number("attempts", attempts, count=True)
     best = max if higher_is_better else min
     values = tuple(float(v) for v in (first if first is not None else measure()))
+    if not values:
+        raise ValueError("measure() returned no values: it must return one number per point, e.g. (time_a, time_b)")
     n = 1
     while not claim(values) and n < attempts:
         again = tuple(float(v) for v in measure())

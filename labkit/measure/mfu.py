@@ -21,9 +21,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from labkit.measure.bench import check_number
+from labkit.measure.flops import get_variant
 from labkit.runtime import hardware
 
 PEAK_KINDS = ("spec", "measured", "explicit")
+# MFU > 1 claims more FLOP/s than the peak. mfu() / hfu() still return it (Lab 02 shows what the no-sync timing
+# mistake claims: 160-430% in its runs) and say so when printed; mfu_both(), which reports a measurement, refuses it.
+_IMPOSSIBLE = ("check units (step_time_s is seconds per step, not ms; the FLOPs are per step, not per run) and that "
+               "the timer waited for the device (block_until_ready / torch_sync)")
 
 
 @dataclass(frozen=True)
@@ -39,8 +45,8 @@ class Peak:
     def __post_init__(self) -> None:
         if self.kind not in PEAK_KINDS:
             raise ValueError(f"peak kind must be one of {PEAK_KINDS}, got {self.kind!r}")
-        if not self.flops > 0:
-            raise ValueError(f"a peak must be a positive FLOP/s figure, got {self.flops!r}")
+        object.__setattr__(self, "flops", check_number("peak flops", self.flops, "a peak is in FLOP/s (not TFLOP/s), "
+                                                       "e.g. hardware.peak_flops(chip, 'bf16')"))
 
     def label(self) -> str:
         """E.g. "measured bf16 matmul peak 0.09 TFLOP/s (jax ...)" (Lab 02)."""
@@ -51,15 +57,12 @@ class Peak:
 
 def spec_peak(chip: str, dtype: str) -> Peak:
     """The vendor's dense peak for dtype on chip; UnknownChipError naming peak_tflops= if unknown (Lab 02)."""
-    try:
-        flops = hardware.peak_flops(chip, dtype)
-    except hardware.UnknownChipError:
-        raise hardware.UnknownChipError(
-            f"no spec peak for chip {chip!r}: it is not in labkit.runtime.hardware. Pass the peak yourself, "
-            f"e.g. mfu(..., peak_tflops=...) in TFLOP/s for {dtype}, or use a measured peak "
-            f"(labkit.measure.mfu.measure_peak, the best large matmul on this device).") from None
     spec = hardware.lookup(chip)
-    return Peak(flops, "spec", dtype, chip, f"datasheet, {spec.name}" if spec else "")
+    if spec is None:  # has no spec peak: suggest the table's close names, then the other two kinds of peak
+        raise hardware.unknown_chip(chip, f"pass the peak yourself, e.g. mfu(..., peak_tflops=...) in TFLOP/s for "
+                                          f"{dtype}, or a measured one (mfu_both(..., measured=measure_peak(...)): "
+                                          "the best large matmul on this device)")
+    return Peak(hardware.peak_flops(chip, dtype), "spec", dtype, chip, f"datasheet, {spec.name}")
 
 
 def explicit_peak(peak_tflops: float, dtype: str, chip: str = "unknown chip") -> Peak:
@@ -69,7 +72,7 @@ def explicit_peak(peak_tflops: float, dtype: str, chip: str = "unknown chip") ->
 
 def measured_peak(flops_per_s: float, dtype: str, chip: str, how: str = "") -> Peak:
     """A peak you measured (best large matmul, Lab 00's method) in FLOP/s (Lab 02)."""
-    return Peak(float(flops_per_s), "measured", dtype, chip, how)
+    return Peak(flops_per_s, "measured", dtype, chip, how)
 
 
 def measure_peak(framework: str, dtype: str, chip: str, sizes: Sequence[int] = (1024, 2048, 4096),
@@ -138,22 +141,28 @@ class Utilization:
     def __str__(self) -> str:
         rate = f", {self.tokens_per_s:,.0f} tokens/s" if self.tokens else ""
         return (f"{self.kind} {self.value:.1%} ({self.step_time_s * 1e3:.3g} ms/step{rate}) = "
-                f"{self.achieved_flops / 1e12:.3g} TFLOP/s ({self.variant} FLOPs) / {self.peak.label()}")
+                f"{self.achieved_flops / 1e12:.3g} TFLOP/s ({self.variant} FLOPs) / {self.peak.label()}"
+                + (f" -- impossible: {_IMPOSSIBLE}" if self.value > 1 else ""))
 
 
 def _util(kind: str, flops: float, step_time_s: float, peak: Peak | None, chip: str | None,
           dtype: str | None, peak_tflops: float | None, measured_flops: float | None,
           variant: str, tokens: int = 0) -> Utilization:
-    if not flops > 0 or not step_time_s > 0:
-        raise ValueError(f"need positive FLOPs per step and step time (s); got {flops!r}, {step_time_s!r}")
+    flops = check_number("FLOPs per step", flops, "count them with labkit.measure.flops.flops_per_step")
+    step_time_s = check_number("step_time_s", step_time_s, "seconds per step (not ms), e.g. StepTime.step_s")
+    tokens = check_number("tokens", tokens, "tokens per step, batch x seq; 0: not given", count=True, zero_ok=True)
+    variant = get_variant(variant).name  # an unknown variant lists the known ones
+    if isinstance(peak, str):  # mfu(flops, t, "NVIDIA H100 SXM"): the chip landed in the peak's place
+        raise TypeError(f"peak must be a Peak, got the str {peak!r}; to name a chip use chip={peak!r}, dtype=... "
+                        "(keywords), e.g. mfu(flops, step_s, chip=rt.chip, dtype='bf16')")
     if peak is None:
         if chip is None or dtype is None:
             raise ValueError("pass peak=Peak(...) or chip= and dtype= (and optionally peak_tflops=)")
         peak = resolve_peak(chip, dtype, peak_tflops, measured_flops)
-    if tokens < 0:
-        raise ValueError(f"tokens per step must be >= 0 (0: not given), got {tokens!r}")
-    return Utilization(flops / (step_time_s * peak.flops), float(flops), float(step_time_s), peak, kind, variant,
-                       int(tokens))
+    if not isinstance(peak, Peak):
+        raise TypeError(f"peak must be a Peak (spec_peak, measured_peak or explicit_peak), got {peak!r}; a bare "
+                        "figure goes in peak_tflops= (TFLOP/s) or measured_flops= (FLOP/s)")
+    return Utilization(flops / (step_time_s * peak.flops), flops, step_time_s, peak, kind, variant, tokens)
 
 
 def mfu(model_flops_per_step: float, step_time_s: float, peak: Peak | None = None, *,
@@ -174,14 +183,15 @@ def hfu(hardware_flops_per_step: float, step_time_s: float, peak: Peak | None = 
 
 def mfu_both(model_flops_per_step: float, step_time_s: float, chip: str, dtype: str,
              measured: Peak | None = None, variant: str = "palm", tokens: int = 0) -> list[Utilization]:
-    """MFU against the spec peak (when the chip is known) and the measured peak (when given) (Lab 02)."""
-    out = []
-    if hardware.lookup(chip) is not None and hardware.lookup(chip).peak(dtype):
-        out.append(mfu(model_flops_per_step, step_time_s, spec_peak(chip, dtype), variant=variant, tokens=tokens))
-    if measured is not None:
-        out.append(mfu(model_flops_per_step, step_time_s, measured, variant=variant, tokens=tokens))
-    if not out:
-        raise hardware.UnknownChipError(
-            f"no peak for {chip!r} ({dtype}): not in labkit.runtime.hardware and no measured peak given; "
-            f"pass measured=labkit.measure.mfu.measure_peak(...) or use mfu(..., peak_tflops=...)")
+    """MFU against the spec peak (when the chip is known) and the measured peak (when given); > 1 refused (Lab 02)."""
+    spec = hardware.lookup(chip)
+    peaks = [spec_peak(chip, dtype)] if spec is not None and spec.peak(dtype) else []
+    peaks += [] if measured is None else [measured]
+    if not peaks:
+        spec_peak(chip, dtype)  # raises: the close names of an unknown chip, or the dtypes a known chip has
+    out = [mfu(model_flops_per_step, step_time_s, p, variant=variant, tokens=tokens) for p in peaks]
+    for u in out:  # a reported measurement: more FLOP/s than a peak is a mistake, never a result
+        if u.value > 1:
+            raise ValueError(f"MFU {u.value:.3g} > 1: {u.achieved_flops:.3g} FLOP/s achieved, more than the "
+                             f"{u.peak.label()} ({u.peak.flops:.3g} FLOP/s): {_IMPOSSIBLE}")
     return out

@@ -21,52 +21,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from labkit.measure.bench import Timing, progress, time_jax, time_torch
+from labkit.measure.roofline_model import (  # noqa: F401  the closed forms, re-exported: labs call roofline.bound_by
+    attainable, bound_by, check_sizes, matmul_bytes, matmul_flops, ridge_point, roofline_time)
+from labkit.runtime.device import torch_kind
 
 BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}  # bytes per element in memory
-
-
-def matmul_flops(m: int, n: int, k: int) -> int:
-    """FLOPs of an (m,k) @ (k,n) matmul: one multiply and one add per MAC (Lab 00)."""
-    return 2 * m * n * k
-
-
-def matmul_bytes(m: int, n: int, k: int, bytes_per_element: int) -> int:
-    """Bytes a matmul must move at least: read A and B once, write C once (Lab 00)."""
-    return (m * k + k * n + m * n) * bytes_per_element
-
-
-def ridge_point(peak_flops: float, bandwidth_bytes_per_s: float) -> float:
-    """Intensity (FLOP/byte) where an op stops being memory-bound (Lab 00)."""
-    if peak_flops <= 0 or bandwidth_bytes_per_s <= 0:
-        raise ValueError("peak FLOP/s and bandwidth (bytes/s) must both be positive")
-    return peak_flops / bandwidth_bytes_per_s
-
-
-def attainable(intensity: float | np.ndarray, peak_flops: float, bandwidth_bytes_per_s: float) -> Any:
-    """Roofline ceiling in FLOP/s at a given intensity in FLOP/byte (Lab 00)."""
-    return np.minimum(peak_flops, np.asarray(intensity) * bandwidth_bytes_per_s)
-
-
-def roofline_time(flops: float, nbytes: float, peak_flops: float, bandwidth_bytes_per_s: float) -> float:
-    """Best-case seconds of an op on a roofline: max(FLOPs / peak, bytes / bandwidth) (Lab 00)."""
-    return max(flops / peak_flops, nbytes / bandwidth_bytes_per_s)
-
-
-def bound_by(flops: float, nbytes: float, peak_flops: float, bandwidth_bytes_per_s: float,
-             overhead_s: float = 0.0) -> str:
-    """"overhead" if the op's roofline time is under the per-call overhead, else "compute" or "memory" (Lab 00).
-
-    Intensity picks the roof an op *would* meet. But every call also pays fixed costs -- framework
-    dispatch, a kernel launch (~5 us on a GPU), the wait for the result -- measured by
-    :func:`call_overhead_jax`. When the op's best-case time is shorter than that, the fixed cost is
-    most of each call and the op lands far below both roofs: neither faster math nor faster memory
-    would help, only more work per call (batching, fusion, CUDA graphs, a bigger jit).
-    """
-    if flops < 0 or nbytes <= 0 or overhead_s < 0:
-        raise ValueError(f"need FLOPs >= 0, bytes > 0 and overhead_s >= 0, got {flops}, {nbytes}, {overhead_s}")
-    if roofline_time(flops, nbytes, peak_flops, bandwidth_bytes_per_s) < overhead_s:
-        return "overhead"
-    return "compute" if flops / nbytes > ridge_point(peak_flops, bandwidth_bytes_per_s) else "memory"
 
 
 @dataclass(frozen=True)
@@ -117,6 +76,7 @@ def matmul_jax(m: int, n: int, k: int, dtype: str = "bf16", repeats: int = 10, d
     """
     import jax
 
+    m, n, k = check_sizes(m=m, n=n, k=k)  # before XLA sees a (-8, 8) shape
     dt = _jnp_dtype(dtype)
     dev = device or jax.devices()[0]
     precision = "highest" if dtype == "fp32" else None
@@ -144,6 +104,7 @@ def stream_jax(n_elements: int, dtype: str = "fp32", repeats: int = 10, in_place
     """
     import jax
 
+    (n_elements,) = check_sizes(n_elements=n_elements)  # 0 elements: 0 bytes, and every rate divides by them
     dt = _jnp_dtype(dtype)
     f = jax.jit(lambda x: x + 1, donate_argnums=0 if in_place else ())
     make = lambda i: (jax.random.normal(jax.random.key(i), (n_elements,), dt),)  # noqa: E731
@@ -179,6 +140,7 @@ def read_jax(n_elements: int, dtype: str = "fp32", repeats: int = 10) -> OpPoint
     """Bandwidth probe ``sum(x)`` in JAX: reads every element once, writes one number (Lab 00)."""
     import jax
 
+    (n_elements,) = check_sizes(n_elements=n_elements)
     dt = _jnp_dtype(dtype)
     f = jax.jit(lambda x: x.sum(dtype=jax.numpy.float32))  # fp32 accumulator: the sum itself is not the lesson
     make = lambda i: (jax.random.normal(jax.random.key(i), (n_elements,), dt),)  # noqa: E731
@@ -205,6 +167,7 @@ def add_jax(n_elements: int, repeats: int = 10) -> OpPoint:
     """
     import jax
 
+    (n_elements,) = check_sizes(n_elements=n_elements)
     f = _in_place(jax.jit(lambda x, y: x + y, donate_argnums=1), 1)
 
     def make(i: int) -> tuple[Any, Any]:
@@ -219,6 +182,7 @@ def softmax_jax(rows: int, cols: int, repeats: int = 10) -> OpPoint:
     """Row softmax in fp32; FLOPs counted as 5 per element (max, sub, exp, sum, div) (Lab 00)."""
     import jax
 
+    rows, cols = check_sizes(rows=rows, cols=cols)
     f = jax.jit(lambda x: jax.nn.softmax(x, axis=-1))
     make = lambda i: (jax.random.normal(jax.random.key(i), (rows, cols)),)  # noqa: E731
     t = time_jax(f, make, repeats=repeats, label="jax softmax", calls=_calls_jax())
@@ -262,8 +226,9 @@ def matmul_torch(m: int, n: int, k: int, dtype: str = "bf16", device: Any = "cpu
 
     from labkit.runtime.matmul_precision import fp32_matmul_precision
 
+    m, n, k = check_sizes(m=m, n=n, k=k)  # before torch sees a -1 or a '8'
     dt = _torch_dtype(dtype)
-    kind = torch.device(device).type
+    kind = torch_kind(device)  # 'gpu' / 'tpu': a clear error naming 'cuda' / 'xla'
     # On CUDA draw the inputs there: an 8192^2 randn on the host takes ~0.5 s and idles the GPU.
     gen = torch.Generator(device="cuda" if kind == "cuda" else "cpu")
     where = device if kind == "cuda" else "cpu"
@@ -285,9 +250,10 @@ def stream_torch(n_elements: int, dtype: str = "fp32", device: Any = "cpu", repe
     """Bandwidth probe ``y = x + 1`` in torch into a preallocated output (Lab 00)."""
     import torch
 
+    make = _torch_vector(n_elements, dtype, device)  # checks n_elements and device first
     out = torch.empty(n_elements, dtype=_torch_dtype(dtype), device=device)
-    t = time_torch(lambda x: torch.add(x, 1, out=out), _torch_vector(n_elements, dtype, device), device=device,
-                   repeats=repeats, label="torch stream", calls=_calls_torch(device))
+    t = time_torch(lambda x: torch.add(x, 1, out=out), make, device=device, repeats=repeats, label="torch stream",
+                   calls=_calls_torch(device))
     nbytes = 2 * n_elements * BYTES[dtype]
     return OpPoint(f"stream {_mib(n_elements, dtype)}", "torch", dtype, n_elements, nbytes, t)
 
@@ -296,9 +262,9 @@ def copy_torch(n_elements: int, dtype: str = "fp32", device: Any = "cpu", repeat
     """Device-to-device copy ``out.copy_(x)`` in torch: the copy rate torch itself reaches (Lab 00)."""
     import torch
 
+    make = _torch_vector(n_elements, dtype, device)  # checks n_elements and device first
     out = torch.empty(n_elements, dtype=_torch_dtype(dtype), device=device)
-    t = time_torch(out.copy_, _torch_vector(n_elements, dtype, device), device=device, repeats=repeats,
-                   label="torch copy", calls=_calls_torch(device))
+    t = time_torch(out.copy_, make, device=device, repeats=repeats, label="torch copy", calls=_calls_torch(device))
     return OpPoint(f"copy {_mib(n_elements, dtype)}", "torch", dtype, 0, 2 * n_elements * BYTES[dtype], t)
 
 
@@ -315,15 +281,14 @@ def _torch_vector(n_elements: int, dtype: str, device: Any) -> Any:
     """make_inputs for a probe: a fresh random vector on ``device`` each call, drawn there on CUDA."""
     import torch
 
+    (n_elements,) = check_sizes(n_elements=n_elements)
     dt = _torch_dtype(dtype)
-    where = device if torch.device(device).type == "cuda" else "cpu"  # a 1 GiB host randn idles the GPU
+    where = device if torch_kind(device) == "cuda" else "cpu"  # a 1 GiB host randn idles the GPU
     return lambda i: (torch.randn(n_elements, dtype=torch.float32, device=where).to(device=device, dtype=dt),)
 
 
 def _calls_torch(device: Any) -> int | None:
-    import torch
-
-    return None if torch.device(device).type != "cpu" else 1
+    return None if torch_kind(device) != "cpu" else 1
 
 
 def bandwidth_probes(n_elements: int, dtype: str = "fp32", torch_device: Any = None,

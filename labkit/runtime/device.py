@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import numbers
 import os
 import platform
 import sys
@@ -67,19 +68,17 @@ def simulate_devices(n: int = DEFAULT_CPU_DEVICES) -> int:
     Only the CPU backend is affected: on a GPU/TPU runtime the accelerator stays JAX's default
     and the simulated CPU mesh is there for the sharding labs' fallback. Returns ``n``.
     """
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"simulate_devices needs a positive integer device count, got {n!r}.")
+    if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:  # numpy ints too: np.arange sweeps
+        raise ValueError(f"simulate_devices needs a positive integer device count, got {n!r}; e.g. simulate_devices(8).")
     if jax_backend_initialized():
         import jax
 
         have = len(jax.devices("cpu"))
         if have == n:
             return n  # already set up exactly as asked (e.g. setup() ran twice)
-        raise RuntimeError(
-            f"JAX has already initialised its backends with {have} CPU device(s), so it cannot switch to {n}. "
-            f"Device counts are fixed the first time JAX runs anything. Restart the kernel (or the Python "
-            f"process) and call labkit.setup() / labkit.runtime.device.simulate_devices({n}) before any other JAX code."
-        )
+        raise RuntimeError(f"JAX has already initialised its backends with {have} CPU device(s), so it cannot switch "
+                           f"to {n}. Device counts are fixed the first time JAX runs anything. Restart the kernel (or the Python "
+                           f"process) and call labkit.setup() / labkit.runtime.device.simulate_devices({n}) before any other JAX code.")
     # Also for torch-xla on CPU (PJRT_DEVICE=CPU): same device count for both frameworks.
     os.environ.setdefault("CPU_NUM_DEVICES", str(n))
     # Don't let JAX grab 75% of GPU memory up front: labs run torch in the same process.
@@ -88,12 +87,11 @@ def simulate_devices(n: int = DEFAULT_CPU_DEVICES) -> int:
     import jax
 
     try:
-        jax.config.update("jax_num_cpu_devices", n)
+        jax.config.update("jax_num_cpu_devices", int(n))
     except AttributeError:  # pragma: no cover - jax older than the option: use the flag
-        flags = os.environ.get("XLA_FLAGS", "")
         flag = f"--xla_force_host_platform_device_count={n}"
-        os.environ["XLA_FLAGS"] = f"{flags} {flag}".strip()
-    return n
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
+    return int(n)
 
 
 def requested_cpu_devices() -> int:
@@ -202,16 +200,9 @@ def detect() -> Runtime:
     else:  # TPU: every generation has bf16 MXUs
         chip, bf16 = first.device_kind, True
     return emulate.apply(Runtime(  # $LABKIT_EMULATE: look like the emulated chip
-        platform=plat,
-        chip=chip,
-        device_count=len(devices),
-        memory_bytes=memory,
-        bf16=bf16,
-        simulated=plat == "cpu" and len(devices) > 1,
-        host=detect_host(),
-        torch_device=torch_device_kind(),
-        cpu_devices=len(jax.devices("cpu")),
-    ))
+        platform=plat, chip=chip, device_count=len(devices), memory_bytes=memory, bf16=bf16,
+        simulated=plat == "cpu" and len(devices) > 1, host=detect_host(), torch_device=torch_device_kind(),
+        cpu_devices=len(jax.devices("cpu"))))
 
 
 # --------------------------------------------------------------------------------------
@@ -290,11 +281,20 @@ def torch_device(kind: str | None = None) -> Any:
     import torch
 
     kind = kind or torch_device_kind()
-    if kind == "xla":
+    if (t := torch_kind(kind)) == "xla":
         return xla_device()
-    if kind == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("torch cannot see a CUDA GPU here; use torch_device('cpu').")
+    if t in ("cuda", "mps") and not (torch.cuda if t == "cuda" else torch.backends.mps).is_available():
+        raise RuntimeError(f"torch cannot see {'a CUDA GPU' if t == 'cuda' else 'an Apple GPU (mps)'} here; use torch_device('cpu').")
     return torch.device(kind)
+
+
+def torch_kind(device: Any) -> str:
+    """(Lab 00) ``torch.device(device).type``; None, 'gpu' or 'tpu' (no torch devices) get a ValueError naming the fix."""
+    if device is None or str(device).split(":")[0].strip().lower() in ("gpu", "tpu"):
+        raise ValueError(f"torch has no device {device!r}: use 'cuda' for a GPU, 'xla' (torch-xla) for a TPU, or 'cpu'")
+    import torch
+
+    return torch.device(device).type
 
 
 def xla_device() -> Any:
@@ -325,7 +325,7 @@ def torch_sync(device: Any) -> Callable[[], None]:
     """
     import torch
 
-    kind = torch.device(device).type
+    kind = torch_kind(device)
     if kind == "cuda":
         return torch.cuda.synchronize
     if kind == "xla":
@@ -395,6 +395,6 @@ def steady_torch_threads(device: Any) -> int:
     """
     import torch
 
-    if torch.device(device).type == "cpu":
+    if torch_kind(device) == "cpu":
         torch.set_num_threads(1)
     return torch.get_num_threads()

@@ -6,6 +6,7 @@ that dtype. An unknown chip is "unknown" -- never a silent default.
 """
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
@@ -72,14 +73,12 @@ _HALF = "; tensor-core figures are the datasheet's with-sparsity figures / 2"
 _HOPPER_WP = "NVIDIA H100 Tensor Core GPU Architecture whitepaper (Hopper), SM counts"
 _TPU_FP32 = ("fp32/tf32/fp16/fp8 n/a: the MXU multiplies bf16 (fp32 matmuls run as several "
              "bf16 passes), so no native peak is given for them")
-_TPU_ARCH = ("MXUs: Cloud TPU system architecture "
-             "(cloud.google.com/tpu/docs/system-architecture-tpu-vm)")
+_TPU_ARCH = "MXUs: Cloud TPU system architecture (cloud.google.com/tpu/docs/system-architecture-tpu-vm)"
 
 
 def _src(peak: str, memory: str, bandwidth: str, link: str, units: str, mma: str | None = _PTX,
          unit_key: str = "sm_count") -> dict[str, str]:
-    s = {"peak_tflops": peak, "memory": memory, "bandwidth": bandwidth, "link": link,
-         unit_key: units}
+    s = {"peak_tflops": peak, "memory": memory, "bandwidth": bandwidth, "link": link, unit_key: units}
     if mma:
         s["mma_shape"] = mma
     return s
@@ -158,22 +157,19 @@ _H100_NVL = replace(
     peak_tflops=_peaks(fp32=60.0, tf32=417.5, bf16=835.5, fp16=835.5, fp8=1670.5, int8=1670.5),
     interconnect="NVLink bridge (600 GB/s) + PCIe 5.0 x16", link_gbs=600.0, sources=_src(
         _H100_DS + ": NVL fp32 60, tf32 835/2, bf16 1671/2, fp8 3341/2 (check)" + _HALF,
-        _H100_DS + ": NVL 94 GB HBM3", _H100_DS + ": NVL 3.9 TB/s",
-        _H100_DS + ": NVL NVLink bridge 600 GB/s",
+        _H100_DS + ": NVL 94 GB HBM3", _H100_DS + ": NVL 3.9 TB/s", _H100_DS + ": NVL NVLink bridge 600 GB/s",
         "H100 NVL uses the full SXM5 configuration, 132 SMs (check)"))
 _H200 = replace(
-    _H100_SXM, name="NVIDIA H200 SXM", memory_gb=141, bandwidth_gbs=4800,
-    sources={**_H100_SXM.sources,
+    _H100_SXM, name="NVIDIA H200 SXM", memory_gb=141, bandwidth_gbs=4800, sources={**_H100_SXM.sources,
              "peak_tflops": _H200_DS + ": SXM compute equals H100 SXM" + _HALF,
              "memory": _H200_DS + ": 141 GB HBM3e", "bandwidth": _H200_DS + ": 4.8 TB/s",
              "link": _H200_DS + ": NVLink 900 GB/s", "sm_count": _HOPPER_WP + " (same GH100 SXM5)"})
 _H200_NVL = replace(
-    _H100_NVL, name="NVIDIA H200 NVL", memory_gb=141, bandwidth_gbs=4800,
-    interconnect="NVLink bridge (900 GB/s) + PCIe 5.0 x16", link_gbs=900.0,
+    _H100_NVL, name="NVIDIA H200 NVL", memory_gb=141, bandwidth_gbs=4800, link_gbs=900.0,
+    interconnect="NVLink bridge (900 GB/s) + PCIe 5.0 x16",
     sources={**_H100_NVL.sources, "peak_tflops": _H200_DS + ": NVL fp32 60, tf32 835/2, "
              "bf16 1671/2, fp8 3341/2 (check)" + _HALF, "memory": _H200_DS + ": NVL 141 GB HBM3e",
-             "bandwidth": _H200_DS + ": NVL 4.8 TB/s",
-             "link": _H200_DS + ": NVL NVLink bridge 900 GB/s"})
+             "bandwidth": _H200_DS + ": NVL 4.8 TB/s", "link": _H200_DS + ": NVL NVLink bridge 900 GB/s"})
 
 
 def _tsrc(peak: str, mem_bw: str, link: str, mxu: str) -> dict[str, str]:
@@ -181,8 +177,7 @@ def _tsrc(peak: str, mem_bw: str, link: str, mxu: str) -> dict[str, str]:
                 mma=None, unit_key="mxu")
 
 
-_CACM = ("Jouppi et al., 'A Domain-Specific Supercomputer for Training Deep Neural Networks', "
-         "CACM 63(7), 2020")
+_CACM = "Jouppi et al., 'A Domain-Specific Supercomputer for Training Deep Neural Networks', CACM 63(7), 2020"
 _ICI = ("Cloud TPU docs 'Bidirectional ICI bandwidth (per chip)'; older pages gave {} Gbps, "
         "which /8 = {} GB/s (one direction); this table uses the bidirectional figure")
 _TPUS = [
@@ -278,6 +273,18 @@ class UnknownChipError(LookupError):
     """(Lab 00) A chip not in the table was asked for its peak without an explicit figure."""
 
 
+def unknown_chip(reported_name: str, fix: str) -> UnknownChipError:
+    """(Lab 00) The error for a name lookup() does not know: its close matches (every H100 for "H100"), then fix."""
+    key = " ".join(str(reported_name).lower().split())
+    aliases = {a: n for n in CHIPS for a in (n.lower(), n.lower().removeprefix("nvidia "))}  # typed -> canonical
+    hits = [repr(n) for n in CHIPS if key and re.search(rf"(?<!\w){re.escape(key)}(?!\w)", n.lower())]  # variants
+    names = hits or list(dict.fromkeys(repr(aliases[c]) for c in difflib.get_close_matches(key, aliases, 4, 0.75)))
+    said = f"chip {reported_name!r} is {'ambiguous' if len(hits) > 1 else 'not in labkit.runtime.hardware.CHIPS'}"
+    listed = f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else "".join(names)
+    hint = f": did you mean {listed}? Pass the full name, or " if names else " (hardware.CHIPS lists the known ones); "
+    return UnknownChipError(f"{said}{hint}{fix}")
+
+
 class UnsupportedDtypeError(ValueError):
     """(Lab 04) A known chip has no native matrix path for the requested dtype."""
 
@@ -286,14 +293,13 @@ def peak_flops(reported_name: str, dtype: str, peak_tflops: float | None = None)
     """(Lab 02) Dense peak FLOP/s for dtype on this chip; peak_tflops=... overrides the table."""
     _check_dtype(dtype)
     if peak_tflops is not None:
-        if not peak_tflops > 0:
-            raise ValueError(f"peak_tflops must be a positive TFLOP/s figure, got {peak_tflops!r}")
+        if isinstance(peak_tflops, (bool, str)) or not 0 < peak_tflops < float("inf"):  # NaN fails too
+            raise ValueError(f"peak_tflops must be a finite TFLOP/s figure > 0 (e.g. 197.0), got {peak_tflops!r}")
         return float(peak_tflops) * 1e12  # TFLOP/s -> FLOP/s
     spec = lookup(reported_name)
     if spec is None:
-        raise UnknownChipError(
-            f"chip {reported_name!r} is not in labkit.runtime.hardware.CHIPS; pass its dense {dtype} peak "
-            f"explicitly, e.g. peak_flops({reported_name!r}, {dtype!r}, peak_tflops=...)")
+        raise unknown_chip(reported_name, f"pass its dense {dtype} peak explicitly, e.g. "
+                                          f"peak_flops({reported_name!r}, {dtype!r}, peak_tflops=...)")
     p = spec.peak(dtype)
     if p is None:
         raise UnsupportedDtypeError(
@@ -315,11 +321,13 @@ def _col(dtype: str) -> str:
 
 def table(names: Sequence[str] | None = None) -> list[dict]:
     """(Lab 00) Rows (one dict per chip) for a pandas-free spec table in a notebook."""
+    if isinstance(names, str):  # a str is a sequence too: "TPU v5e" would be looked up letter by letter
+        raise TypeError(f"names must be a list of chip names, e.g. [{names!r}], got the str {names!r}")
     rows = []
     for n in (list(CHIPS) if names is None else names):
         spec = lookup(n)
         if spec is None:
-            raise UnknownChipError(f"chip {n!r} is not in labkit.runtime.hardware.CHIPS")
+            raise unknown_chip(n, "leave it out of names (a row needs the table's figures)")
         rd = _ridge_dtype(spec)
         rows.append({"name": spec.name,
                      **{_col(d): spec.peak_tflops.get(d) for d in DTYPES},

@@ -98,3 +98,23 @@ def test_fold_by_fold_model_never_sees_the_memory_roof():
 def test_mxu_model_refuses_a_gpu():
     with pytest.raises(ValueError, match="has no MXU"):
         mxu.predict(8, 8, 8, "NVIDIA H100 SXM")
+
+
+@pytest.mark.parametrize("chip, dtype, match", [
+    ("TPU v5e", "fp8", "TPU v5e needs a fp8 peak.*bf16, int8: pass dtype='bf16'"),
+    ("TPU v5e", "fp32", "TPU v5e needs a fp32 peak"),
+    ("NVIDIA T4", "bf16", "NVIDIA T4 has no MXU"),
+])
+def test_ridge_batch_refuses_what_predict_refuses(chip, dtype, match):
+    # Issue #8: these gave "unsupported operand type(s) for *: 'NoneType' and 'int'".
+    with pytest.raises(ValueError, match=match):
+        mxu.ridge_batch(chip, dtype)
+    with pytest.raises(ValueError, match=match):
+        mxu.compute_bound_batch(128, 128, chip, dtype)
+
+
+def test_no_chip_and_an_empty_scan_are_refused():
+    with pytest.raises(TypeError, match="chip must be a chip name such as 'TPU v5e'.*got None"):
+        mxu.predict(8, 128, 128, chip=None)
+    with pytest.raises(ValueError, match="limit must be a positive integer, got 0"):  # was None: "never compute-bound"
+        mxu.compute_bound_batch(128, 128, limit=0)

@@ -60,3 +60,10 @@ def test_unknown_models_and_dimensions_are_named():
         rc.at(H100, "N", 128, roof=False)
     with pytest.raises(ValueError, match="vary must be"):
         rc.predicted(MXU128, [128], "B")
+
+
+def test_predicted_refuses_a_fractional_size_for_every_model() -> None:
+    # Issue #11: the MXU path cut 12.5 to 12 (int(s)) where the GPU path (simt.sweep) now refuses it.
+    for model in (MXU128, H100):
+        with pytest.raises(ValueError, match="must be a positive integer, got 12.5"):
+            rc.predicted(model, [8, 12.5], "M")

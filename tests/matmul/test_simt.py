@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+import numpy as np
 import pytest
 
 from labkit.matmul import simt
@@ -130,3 +131,19 @@ def test_real_chips_from_the_hardware_table():
 def test_bad_input_names_the_problem(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+@pytest.mark.parametrize("bad", [2.5, float("nan"), "16", 0])
+def test_sweep_refuses_a_size_that_is_not_a_positive_integer(bad) -> None:
+    # Issue #11: sweep([8, 2.5]) silently predicted M=2 (int(2.5)); NaN gave a raw int() error.
+    with pytest.raises(ValueError, match=r"sizes\[1\] must be a positive integer"):
+        simt.sweep([8, bad], "NVIDIA T4", "fp16")
+    assert [p.M for p in simt.sweep(np.arange(8, 11), "NVIDIA T4", "fp16")] == [8, 9, 10]  # numpy ints are fine
+
+
+def test_predict_refuses_no_chip_and_a_str_tiling() -> None:
+    # Issue #8: AttributeErrors ('NoneType' has no attribute 'sm_count'; 'str' has no attribute 'block_m').
+    with pytest.raises(TypeError, match="chip must be a chip name"):
+        predict(8, 8, 8, None)
+    with pytest.raises(TypeError, match="tiling must be a GemmTiling.*got 'big'"):
+        predict(8, 8, 8, "NVIDIA T4", "fp16", tiling="big")  # type: ignore[arg-type]

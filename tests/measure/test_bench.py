@@ -217,3 +217,32 @@ def test_noisy_flags_repeats_that_disagree() -> None:
     scattered = bench.Timing((1.0, 3.0, 0.5, 2.5, 1.0), warmup=0)  # IQR/median well above 0.5
     assert not steady.noisy and scattered.noisy
     assert scattered.spread > bench.NOISY_SPREAD >= steady.spread
+
+
+def test_a_timing_needs_times_and_a_rate_needs_a_positive_median() -> None:
+    # Issue #19: StatisticsError on no times; ZeroDivisionError at 0 s; -5.0 work/s from a negative time.
+    with pytest.raises(ValueError, match="no timed repeats: a Timing needs at least one time"):
+        bench.Timing((), 0)
+    with pytest.raises(ValueError, match=r"need times_s\[1\] >= 0.*got -1.0"):
+        bench.Timing((1.0, -1.0), 0)
+    with pytest.raises(ValueError, match="need the median time \\(s\\) > 0"):
+        bench.Timing((0.0,), 0).rate(5)
+
+
+@pytest.mark.parametrize("kwargs", [{"repeats": float("nan")}, {"repeats": 2.5}, {"repeats": "3"}, {"warmup": 1.5},
+                                    {"warmup": -1}, {"calls": float("inf")}, {"calls": 0}])
+def test_time_fn_counts_must_be_whole_numbers(kwargs: dict) -> None:
+    # Issue #19: NaN passed the "< 1" check; 2.5 / 1.5 / inf gave range()'s TypeError; '3' a comparison error.
+    (name, value), = kwargs.items()
+    with pytest.raises((ValueError, TypeError), match=f"need {name} >= [01] \\(a whole number\\), got {value!r}"):
+        bench.time_fn(lambda: None, sync=lambda x: None, **kwargs)
+    assert bench.time_fn(lambda: None, sync=lambda x: None, repeats=np.int64(2), calls=None).meta["calls"] >= 1
+
+
+def test_confirm_and_queue_and_run_check_their_counts() -> None:
+    with pytest.raises(TypeError, match="need attempts >= 1 \\(a whole number\\), got 2.5"):  # was: 3 attempts
+        bench.confirm(lambda: (1.0,), lambda v: False, attempts=2.5)
+    with pytest.raises(ValueError, match="measure\\(\\) returned no values"):  # was: an IndexError
+        bench.confirm(lambda: [], lambda v: v[0] > 0)
+    with pytest.raises(ValueError, match="need warmup >= 0"):  # was accepted
+        bench.queue_and_run_s(lambda: None, lambda out: None, warmup=-1)

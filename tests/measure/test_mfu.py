@@ -89,3 +89,55 @@ def test_mfu_both_reports_spec_and_measured() -> None:
 def test_measure_peak_times_matmuls() -> None:
     p = mfu.measure_peak("jax", "fp32", "cpu", sizes=(64, 128), repeats=2)
     assert p.kind == "measured" and p.flops > 0 and p.how.startswith("jax matmul")
+
+
+def test_spec_peak_suggests_the_table_names_and_mfu_both_names_the_dtype() -> None:
+    # Issue #7: "H100" was "not in labkit.runtime.hardware"; a known chip with no fp16 peak was "not in the table".
+    with pytest.raises(hardware.UnknownChipError, match="ambiguous: did you mean 'NVIDIA H100 SXM'.*peak_tflops="):
+        mfu.spec_peak("H100", "bf16")
+    with pytest.raises(hardware.UnknownChipError, match="'NVIDIA H100 NVL'.*measured="):
+        mfu.mfu_both(1e12, 1.0, "H100", "bf16")
+    with pytest.raises(hardware.UnsupportedDtypeError, match="TPU v5e has no native fp16 matrix path; it has bf16, int8"):
+        mfu.mfu_both(1e12, 0.1, "TPU v5e", "fp16")
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"variant": "bogus"}, ValueError, "unknown FLOPs variant 'bogus'; known variants: palm"),
+    ({"flops": INF}, ValueError, "FLOPs per step > 0.*got inf"),
+    ({"step": INF}, ValueError, "step_time_s > 0.*got inf"),
+    ({"step": "0.1"}, TypeError, "step_time_s > 0.*got '0.1'"),
+    ({"tokens": NAN}, TypeError, "tokens >= 0 \\(a whole number\\), got nan"),
+    ({"tokens": 2.7}, TypeError, "tokens >= 0 \\(a whole number\\), got 2.7"),
+    ({"peak_tflops": INF}, ValueError, "peak_tflops must be a finite TFLOP/s figure > 0.*got inf"),
+    ({"measured_flops": INF}, ValueError, "peak flops > 0.*got inf"),
+])
+def test_mfu_refuses_impossible_inputs(kwargs: dict, error: type, match: str) -> None:
+    # Issue #6: each of these returned an MFU (inf%, 0.0%, a 'bogus FLOPs' label) or a raw error.
+    flops, step = kwargs.pop("flops", 1e12), kwargs.pop("step", 0.1)
+    for f in (mfu.mfu, mfu.hfu):
+        with pytest.raises(error, match=match):
+            f(flops, step, chip=H100, dtype="bf16", **kwargs)
+
+
+def test_a_chip_name_in_the_peak_place_says_use_chip_and_dtype() -> None:
+    with pytest.raises(TypeError, match="peak must be a Peak, got the str 'NVIDIA H100 SXM'; to name a chip use chip="):
+        mfu.mfu(1e12, 0.1, "NVIDIA H100 SXM")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="peak_tflops="):
+        mfu.mfu(1e12, 0.1, 989.0)  # type: ignore[arg-type]
+
+
+def test_more_flops_per_second_than_the_peak_is_flagged_and_refused_by_mfu_both() -> None:
+    # Issue #6: 1e18 FLOPs in 1 ms gave "MFU 101112234.6%". mfu() still returns it -- Lab 02 prints what the
+    # no-sync timing mistake would claim (160-430%) -- but says it is impossible; mfu_both refuses it.
+    u = mfu.mfu(1e18, 1e-3, chip=H100, dtype="bf16")
+    assert u.value > 1 and "impossible: check units (step_time_s is seconds per step" in str(u)
+    assert "impossible" not in str(mfu.mfu(4e14, 1.0, chip=H100, dtype="bf16"))
+    with pytest.raises(ValueError, match=r"MFU 1\.01e\+06 > 1: 1e\+21 FLOP/s achieved, more than the spec bf16.*"
+                                         r"9\.89e\+14 FLOP/s.*check units"):
+        mfu.mfu_both(1e18, 1e-3, H100, "bf16")
+    measured = mfu.measured_peak(1e12, "bf16", "Intel Xeon")  # a step that beats the measured peak
+    with pytest.raises(ValueError, match="> 1"):
+        mfu.mfu_both(2e12, 1.0, "Intel Xeon", "bf16", measured=measured)

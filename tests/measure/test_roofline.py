@@ -153,3 +153,22 @@ def test_probe_kind_and_levelled_off() -> None:
     assert roofline.levelled_off(sweep) == pytest.approx(8 / 6)
     with pytest.raises(ValueError, match="two sizes"):
         roofline.levelled_off(sweep[:1])
+
+
+@pytest.mark.parametrize("probe", [lambda: roofline.stream_torch(0), lambda: roofline.copy_torch(0),
+                                   lambda: roofline.read_torch(-3), lambda: roofline.read_jax(0),
+                                   lambda: roofline.stream_jax(2.5), lambda: roofline.add_jax(0),
+                                   lambda: roofline.softmax_jax(0, 8), lambda: roofline.matmul_jax(-8, 8, 8),
+                                   lambda: roofline.matmul_torch(-1, 8, 8, "fp32"),
+                                   lambda: roofline.matmul_torch("8", 8, 8, "fp32")])
+def test_probes_refuse_empty_or_negative_sizes_before_timing(probe) -> None:
+    # Issue #19: 0 elements gave 0-byte points (ZeroDivisionError later); -8 gave XLA's MLIRError, '8' torch's dump.
+    with pytest.raises((ValueError, TypeError), match=r"need (n_elements|rows|m) >= 1 \(a whole number\)"):
+        probe()
+
+
+def test_torch_probes_name_the_device_to_use_for_gpu_and_tpu() -> None:
+    for probe in (lambda: roofline.matmul_torch(8, 8, 8, "fp32", device="gpu"),
+                  lambda: roofline.stream_torch(8, device="tpu")):
+        with pytest.raises(ValueError, match="use 'cuda' for a GPU, 'xla' \\(torch-xla\\) for a TPU"):
+            probe()

@@ -80,3 +80,11 @@ def test_same_step_tolerance_follows_the_spread_with_a_floor() -> None:
     assert steptime.relative_gap(2.0, 3.0) == pytest.approx(0.5)
     with pytest.raises(ValueError, match="positive"):
         steptime.relative_gap(0.0, 1.0)
+
+
+def test_a_negative_step_time_never_becomes_a_negative_throughput() -> None:
+    # Issue #19: StepTime(Timing((-1.0,), 0), 2, 8).tokens_per_s was -16.0.
+    with pytest.raises(ValueError, match=r"times_s\[0\] >= 0"):
+        steptime.StepTime(Timing((-1.0,), 0), 2, 8)
+    with pytest.raises(ValueError, match="no timed repeats"):
+        steptime.same_step(Timing((), 0), _timing(0.04, 0.01))

@@ -150,3 +150,30 @@ def test_attention_implementation_is_xla_off_gpu_and_inside_xla_attention() -> N
             raise RuntimeError("boom")
     assert not device._XLA_ATTENTION_ONLY  # restored even when the block fails
 
+
+
+@pytest.mark.parametrize("call", [lambda: device.torch_device("gpu"), lambda: device.torch_sync("tpu"),
+                                  lambda: device.torch_sync(None), lambda: device.steady_torch_threads("gpu"),
+                                  lambda: device.torch_device("tpu:0")])
+def test_device_names_torch_does_not_use_say_which_it_does(call) -> None:
+    # Issue #19: 'gpu' / 'tpu' gave torch's "Expected one of cpu, cuda, ipu, ..."; None its signature dump.
+    with pytest.raises(ValueError, match="use 'cuda' for a GPU, 'xla' \\(torch-xla\\) for a TPU"):
+        call()
+
+
+def test_mps_requested_without_an_apple_gpu_is_a_clear_error() -> None:
+    import torch
+
+    if torch.backends.mps.is_available():
+        pytest.skip("this machine has an Apple GPU")
+    with pytest.raises(RuntimeError, match=r"cannot see an Apple GPU \(mps\)"):
+        device.torch_device("mps")
+
+
+def test_simulate_devices_takes_a_numpy_integer() -> None:
+    # Issue #13: np.int64(3) (from np.arange) was refused as "not a positive integer".
+    code = ("import numpy as np, jax; from labkit.runtime import device; "
+            "n = device.simulate_devices(np.int64(3)); print(type(n).__name__, n, len(jax.devices('cpu')))")
+    out = run_python(code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["int", "3", "3"]

@@ -281,3 +281,34 @@ def test_topologies_agree_with_the_chip_table_and_cite_sources() -> None:
     for t in tops.values():
         assert "wraparound" in t.sources or t.kind == "switch", t.name
         assert any(c.isdigit() for c in t.sources["link"]), t.name
+
+
+def test_a_short_or_mistyped_name_lists_the_close_table_names() -> None:
+    # Issue #7: "H100" was refused as "not in the table" although the table holds three H100s.
+    with pytest.raises(hw.UnknownChipError) as err:
+        hw.peak_flops("H100", "bf16")
+    msg = str(err.value)
+    assert "ambiguous" in msg and "peak_tflops=" in msg
+    assert all(f"'NVIDIA H100 {v}'" in msg for v in ("SXM", "PCIe", "NVL")) and "H200" not in msg
+    with pytest.raises(hw.UnknownChipError, match="'NVIDIA A100 SXM 40GB'.*'NVIDIA A100 PCIe 80GB'"):
+        hw.peak_flops("A100", "bf16")
+    with pytest.raises(hw.UnknownChipError, match="did you mean 'NVIDIA H100 SXM'"):
+        hw.peak_flops("NVIDIA H1OO SXM", "bf16")  # letter O for zero
+    with pytest.raises(hw.UnknownChipError, match="did you mean 'TPU v5e'"):
+        hw.table(["v5e"])
+    with pytest.raises(hw.UnknownChipError) as err:  # nothing close: no made-up suggestion, still the fix
+        hw.peak_flops("Mystery Accelerator 9000", "bf16")
+    assert "did you mean" not in str(err.value) and "peak_tflops=" in str(err.value)
+    assert hw.lookup("H100") is None and hw.describe("H100") == hw.UNKNOWN  # look-ups stay exact
+
+
+def test_table_refuses_a_bare_string() -> None:
+    # Issue #12: table("TPU v5e") looked up 'T', 'P', ... one letter at a time.
+    with pytest.raises(TypeError, match=r"\['TPU v5e'\]"):
+        hw.table("TPU v5e")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, "197", True])
+def test_explicit_peak_must_be_a_finite_positive_number(bad: object) -> None:
+    with pytest.raises(ValueError, match="peak_tflops must be a finite TFLOP/s figure > 0"):
+        hw.peak_flops("cpu", "bf16", peak_tflops=bad)  # type: ignore[arg-type]
