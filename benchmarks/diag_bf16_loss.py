@@ -5,7 +5,7 @@ steps of 32 x 256 bytes, lr 3e-3, warm-up 20, clip 1.0) in JAX from one init on 
 
 - ``fp32``         true fp32 matmuls: the reference;
 - ``bf16``         the attention kernel JAX picks (cuDNN's fused kernel on an Ampere+ GPU);
-- ``bf16_xla``     the same with XLA's own attention (``labkit.runtime.device.xla_attention``);
+- ``bf16_xla``     the same with XLA's own attention (``labkit.runtime.attention.xla_attention``);
 - ``fp16_scaled``  fp16 with dynamic loss scaling (cuDNN's kernel too, on such a GPU).
 
 For each it writes the final loss (mean of the last 5 steps), the mean signed gap to fp32 after
@@ -41,7 +41,7 @@ from labkit.gpt.config import get_config
 from labkit.gpt.data import ByteTokenizer, get_batch, load_corpus
 from labkit.precision import causality, noise
 from labkit.precision import train as precision_train
-from labkit.runtime import device, versions
+from labkit.runtime import attention, versions
 
 PROFILES = {  # Lab 04's Sizes: (model, steps, batch, warm-up)
     "full": ("small", 200, 32, 20),
@@ -71,8 +71,8 @@ def main() -> None:
         if prec == "bf16" and not rt.bf16:
             print(f"skip {name}: {rt.chip} has no bf16")
             continue
-        with device.xla_attention() if xla else contextlib.nullcontext():  # traced and compiled inside
-            kernel = device.jax_attention_implementation(precision_train.compute_dtype(prec)) or "xla"
+        with attention.xla_attention() if xla else contextlib.nullcontext():  # traced and compiled inside
+            kernel = attention.jax_attention_implementation(precision_train.compute_dtype(prec)) or "xla"
             t0 = time.perf_counter()
             r = precision_train.train_jax(cfg, prec, tokens, replace(tc, fp32_matmul="highest" if prec == "fp32"
                                                                      else "default"), flat)

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from labkit.runtime import device
+from labkit.runtime import attention
 from labkit.gpt.config import GPTConfig
 
 # flax >= 0.12 wants lists of submodules wrapped so NNX sees them as data; 0.11 takes a list.
@@ -63,7 +63,7 @@ class CausalSelfAttention(nnx.Module):
             y = _attention_fp32_accumulate(q, k, v)
         else:  # on Ampere+ GPUs in bf16/fp16: cuDNN's fused (flash) kernel, as torch's SDPA uses
             y = jax.nn.dot_product_attention(q, k, v, is_causal=True,
-                                             implementation=device.jax_attention_implementation(q.dtype))
+                                             implementation=attention.jax_attention_implementation(q.dtype))
         return self.proj(y.reshape(b, t, d))  # (batch, seq, d_model)
 
 

@@ -129,10 +129,10 @@ class JaxTrainer:
 
         if not xla_attention:
             return self.step_fn.lower(self.params, self.opt_state, x, y)
-        from labkit.runtime import device
+        from labkit.runtime import attention
 
         step = self._step
-        with device.xla_attention():  # a new function object: a fresh trace, not jit's cached one
+        with attention.xla_attention():  # a new function object: a fresh trace, not jit's cached one
             return jax.jit(lambda *a: step(*a)).lower(self.params, self.opt_state, x, y)
 
     def model(self) -> Any:

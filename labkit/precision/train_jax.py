@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from labkit.precision import loss_scale as ls
-from labkit.runtime import device
+from labkit.runtime import attention
 from labkit.gpt.data import Batcher
 from labkit.gpt.config import GPTConfig
 from labkit.precision.train import (_FP32_MATMUL, TrainConfig, TrainResult, compute_dtype, init_flat,
@@ -100,10 +100,10 @@ def train_jax(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfi
     # One compile per (model, precision, optimizer, loss-scale rule, batch shape): re-running a
     # cell, or a run that differs only in init_scale / seed / steps, reuses it.
     # The attention kernel is chosen when the step is traced (cuDNN's on Ampere+ in bf16/fp16, XLA's inside
-    # device.xla_attention()): part of the key, or a run asking for XLA's would reuse cuDNN's program.
-    attention = device.jax_attention_implementation(_jax_dtype(precision))
+    # attention.xla_attention()): part of the key, or a run asking for XLA's would reuse cuDNN's program.
+    kernel = attention.jax_attention_implementation(_jax_dtype(precision))
     key = (cfg, precision, tc.lr, tc.warmup, tc.clip_norm, replace(lcfg, init_scale=1.0), x0.shape, tc.fp32_matmul,
-           jax.default_backend(), attention)
+           jax.default_backend(), kernel)
     if key not in _COMPILED:
         jax_prec = _FP32_MATMUL[tc.fp32_matmul][0]
         with jax.default_matmul_precision(jax_prec) if jax_prec else contextlib.nullcontext():

@@ -17,4 +17,5 @@ Modules:
 - ``processes``   process trees: everything a run started, ended together and checked gone
 - ``compile_options`` XLA options that differ by backend (CPU drops optimization barriers early)
 - ``matmul_precision`` torch's fp32 matmul level on every device, torch-xla's own switch included
+- ``attention``   which attention kernel JAX models trace (cuDNN's fused one, or XLA's for FLOP counting)
 """

@@ -2,20 +2,20 @@
 
 Everything that differs between a laptop CPU, a Colab/Kaggle GPU and a TPU lives here:
 detecting the chip, simulating several CPU devices for sharding labs, picking the torch
-device, and the torch-xla guard. No labkit module but this one (and :mod:`.matmul_precision`) imports ``torch_xla`` or touches ``XLA_FLAGS`` /
+device, and the torch-xla guard. No labkit module but this one (and :mod:`.matmul_precision`) imports
+``torch_xla`` or touches ``XLA_FLAGS`` /
 ``XLA_PYTHON_CLIENT_*`` (:mod:`labkit.runtime.emulate` sets the memory fraction, for this module).
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import numbers
 import os
 import platform
 import sys
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from labkit.runtime import emulate
 
@@ -69,16 +69,19 @@ def simulate_devices(n: int = DEFAULT_CPU_DEVICES) -> int:
     and the simulated CPU mesh is there for the sharding labs' fallback. Returns ``n``.
     """
     if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:  # numpy ints too: np.arange sweeps
-        raise ValueError(f"simulate_devices needs a positive integer device count, got {n!r}; e.g. simulate_devices(8).")
+        raise ValueError(f"simulate_devices needs a positive integer device count, got {n!r}; "
+                         "e.g. simulate_devices(8).")
     if jax_backend_initialized():
         import jax
 
         have = len(jax.devices("cpu"))
         if have == n:
             return n  # already set up exactly as asked (e.g. setup() ran twice)
-        raise RuntimeError(f"JAX has already initialised its backends with {have} CPU device(s), so it cannot switch "
-                           f"to {n}. Device counts are fixed the first time JAX runs anything. Restart the kernel (or the Python "
-                           f"process) and call labkit.setup() / labkit.runtime.device.simulate_devices({n}) before any other JAX code.")
+        raise RuntimeError(
+            f"JAX has already initialised its backends with {have} CPU device(s), so it cannot switch to {n}. "
+            f"Device counts are fixed the first time JAX runs anything. Restart the kernel (or the Python "
+            f"process) and call labkit.setup() / labkit.runtime.device.simulate_devices({n}) before any other JAX code."
+        )
     # Also for torch-xla on CPU (PJRT_DEVICE=CPU): same device count for both frameworks.
     os.environ.setdefault("CPU_NUM_DEVICES", str(n))
     # Don't let JAX grab 75% of GPU memory up front: labs run torch in the same process.
@@ -200,56 +203,21 @@ def detect() -> Runtime:
     else:  # TPU: every generation has bf16 MXUs
         chip, bf16 = first.device_kind, True
     return emulate.apply(Runtime(  # $LABKIT_EMULATE: look like the emulated chip
-        platform=plat, chip=chip, device_count=len(devices), memory_bytes=memory, bf16=bf16,
-        simulated=plat == "cpu" and len(devices) > 1, host=detect_host(), torch_device=torch_device_kind(),
-        cpu_devices=len(jax.devices("cpu"))))
+        platform=plat,
+        chip=chip,
+        device_count=len(devices),
+        memory_bytes=memory,
+        bf16=bf16,
+        simulated=plat == "cpu" and len(devices) > 1,
+        host=detect_host(),
+        torch_device=torch_device_kind(),
+        cpu_devices=len(jax.devices("cpu")),
+    ))
 
 
 # --------------------------------------------------------------------------------------
 # torch / torch-xla
 # --------------------------------------------------------------------------------------
-
-
-_XLA_ATTENTION_ONLY = False  # set by xla_attention(): models traced meanwhile use XLA's attention
-
-
-@contextlib.contextmanager
-def xla_attention() -> Iterator[None]:
-    """Trace with XLA's attention everywhere, so every matmul is an HLO dot FLOP counting sees (Lab 02).
-
-    cuDNN's fused attention is one custom call: XLA's HLO and ``cost_analysis`` do not see the
-    matmuls inside it (torch's FlopCounterMode has the same blind spot for fused SDPA kernels).
-    Only tracing inside the block is affected: use it around ``jax.jit(...).lower(...)``.
-    """
-    global _XLA_ATTENTION_ONLY
-    before, _XLA_ATTENTION_ONLY = _XLA_ATTENTION_ONLY, True
-    try:
-        yield
-    finally:
-        _XLA_ATTENTION_ONLY = before
-
-
-def jax_attention_implementation(dtype: Any) -> str | None:
-    """``implementation=`` for ``jax.nn.dot_product_attention``: cuDNN's fused kernel where it exists (Lab 02).
-
-    XLA's own attention writes the (batch, heads, seq, seq) scores to memory and reads them back
-    (several times in the backward pass); cuDNN's flash-attention kernel keeps them on chip. It
-    needs an NVIDIA GPU of compute capability >= 8.0 (A100, L4, H100: not a T4) and fp16/bf16.
-    ``None`` lets JAX choose, which is XLA's kernel: the one TPUs and CPUs use.
-    """
-    import jax
-    import jax.numpy as jnp
-
-    if _XLA_ATTENTION_ONLY or jax.default_backend() != "gpu":
-        return None
-    if jnp.dtype(dtype) not in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16)):
-        return None
-    cc = getattr(jax.devices()[0], "compute_capability", "0")
-    try:
-        major = int(str(cc).split(".")[0])
-    except ValueError:
-        return None
-    return "cudnn" if major >= 8 else None
 
 
 def xla_installed() -> bool:
@@ -284,12 +252,13 @@ def torch_device(kind: str | None = None) -> Any:
     if (t := torch_kind(kind)) == "xla":
         return xla_device()
     if t in ("cuda", "mps") and not (torch.cuda if t == "cuda" else torch.backends.mps).is_available():
-        raise RuntimeError(f"torch cannot see {'a CUDA GPU' if t == 'cuda' else 'an Apple GPU (mps)'} here; use torch_device('cpu').")
+        what = "a CUDA GPU" if t == "cuda" else "an Apple GPU (mps)"
+        raise RuntimeError(f"torch cannot see {what} here; use torch_device('cpu').")
     return torch.device(kind)
 
 
 def torch_kind(device: Any) -> str:
-    """(Lab 00) ``torch.device(device).type``; None, 'gpu' or 'tpu' (no torch devices) get a ValueError naming the fix."""
+    """(Lab 00) ``torch.device(device).type``; None, 'gpu' or 'tpu' (not torch devices) get a ValueError with the fix."""
     if device is None or str(device).split(":")[0].strip().lower() in ("gpu", "tpu"):
         raise ValueError(f"torch has no device {device!r}: use 'cuda' for a GPU, 'xla' (torch-xla) for a TPU, or 'cpu'")
     import torch

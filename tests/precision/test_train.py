@@ -135,17 +135,17 @@ def test_bad_input() -> None:
 
 
 def test_the_attention_kernel_is_part_of_the_compiled_step_key(tokens, flat, monkeypatch) -> None:
-    """A bf16 run under device.xla_attention() on a GPU must not reuse the cuDNN-attention program
+    """A bf16 run under attention.xla_attention() on a GPU must not reuse the cuDNN-attention program
     compiled for an earlier run (the diagnosis of issue 17 compares the two)."""
     from labkit.precision import train_jax
-    from labkit.runtime import device
+    from labkit.runtime import attention
 
     tc = replace(TC, steps=2)
     pt.train_jax(CFG, "bf16", tokens, tc, flat)
     before = len(train_jax._COMPILED)
     pt.train_jax(CFG, "bf16", tokens, tc, flat)
     assert len(train_jax._COMPILED) == before  # same program: reused
-    monkeypatch.setattr(device, "jax_attention_implementation", lambda dtype: "xla")  # another kernel choice
+    monkeypatch.setattr(attention, "jax_attention_implementation", lambda dtype: "xla")  # another kernel choice
     pt.train_jax(CFG, "bf16", tokens, tc, flat)
     assert len(train_jax._COMPILED) == before + 1
 

@@ -139,19 +139,6 @@ def test_steady_torch_threads_on_cpu() -> None:
         torch.set_num_threads(before)
 
 
-def test_attention_implementation_is_xla_off_gpu_and_inside_xla_attention() -> None:
-    import jax.numpy as jnp
-
-    # This suite runs on CPU: JAX picks its own (XLA) attention, in every dtype.
-    assert all(device.jax_attention_implementation(dt) is None for dt in (jnp.float32, jnp.bfloat16, jnp.float16))
-    with pytest.raises(RuntimeError):
-        with device.xla_attention():
-            assert device._XLA_ATTENTION_ONLY
-            raise RuntimeError("boom")
-    assert not device._XLA_ATTENTION_ONLY  # restored even when the block fails
-
-
-
 @pytest.mark.parametrize("call", [lambda: device.torch_device("gpu"), lambda: device.torch_sync("tpu"),
                                   lambda: device.torch_sync(None), lambda: device.steady_torch_threads("gpu"),
                                   lambda: device.torch_device("tpu:0")])
