@@ -159,23 +159,25 @@ def _mib(n_elements: int, dtype: str) -> str:
     return f"{n_elements * BYTES[dtype] / 2**20:.0f} MiB"
 
 
-def add_jax(n_elements: int, repeats: int = 10) -> OpPoint:
-    """Elementwise ``y = x + y`` in fp32, in place: 1 FLOP per 12 bytes, deep in memory-bound land (Lab 00).
+def add_jax(n_elements: int, repeats: int = 10, dtype: str = "fp32", name: str = "elementwise add (in place)") -> OpPoint:
+    """Elementwise ``y = x + y``, in place: 1 FLOP per 3 elements moved, deep in memory-bound land (Lab 00).
 
     ``y`` is donated (:func:`_in_place`), as an accumulation in a training step would be, so the
-    time is the memory traffic (read x, read y, write y), not the allocation of a new output.
+    time is the memory traffic (read x, read y, write y), not the allocation of a new output. It is
+    also STREAM's "add" kernel, so :func:`bandwidth_probes` runs it as one of the roof's probes.
     """
     import jax
 
     (n_elements,) = check_sizes(n_elements=n_elements)
+    dt = _jnp_dtype(dtype)
     f = _in_place(jax.jit(lambda x, y: x + y, donate_argnums=1), 1)
 
     def make(i: int) -> tuple[Any, Any]:
         ka, kb = jax.random.split(jax.random.key(i))
-        return jax.random.normal(ka, (n_elements,)), jax.random.normal(kb, (n_elements,))
+        return jax.random.normal(ka, (n_elements,), dt), jax.random.normal(kb, (n_elements,), dt)
 
-    t = time_jax(f, make, repeats=repeats, label="jax add", calls=_calls_jax())
-    return OpPoint("elementwise add (in place)", "jax", "fp32", n_elements, 3 * 4 * n_elements, t)
+    t = time_jax(f, make, repeats=repeats, label=f"jax add {n_elements} {dtype}", calls=_calls_jax())
+    return OpPoint(name, "jax", dtype, n_elements, 3 * BYTES[dtype] * n_elements, t)
 
 
 def softmax_jax(rows: int, cols: int, repeats: int = 10) -> OpPoint:
@@ -293,9 +295,15 @@ def _calls_torch(device: Any) -> int | None:
 
 def bandwidth_probes(n_elements: int, dtype: str = "fp32", torch_device: Any = None,
                      repeats: int = 10) -> list[OpPoint]:
-    """Read-only and read+write probes in JAX (and torch on ``torch_device``); the roof is their best (Lab 00)."""
+    """Read-only and read+write probes in JAX (and torch on ``torch_device``); the roof is their best (Lab 00).
+
+    Like STREAM (copy, scale, add, triad), several access patterns, because the fastest differs by
+    machine; the in-place add is among them, since an op that reads two arrays and writes one can
+    outrun a one-read stream, and the roof must bound it too.
+    """
     pts = [read_jax(n_elements, dtype, repeats), stream_jax(n_elements, dtype, repeats),
-           stream_jax(n_elements, dtype, repeats, in_place=True)]
+           stream_jax(n_elements, dtype, repeats, in_place=True),
+           add_jax(n_elements, repeats, dtype, name=f"add {_mib(n_elements, dtype)} in place")]
     if torch_device is not None:
         pts += [read_torch(n_elements, dtype, torch_device, repeats),
                 stream_torch(n_elements, dtype, torch_device, repeats),
@@ -304,10 +312,10 @@ def bandwidth_probes(n_elements: int, dtype: str = "fp32", torch_device: Any = N
 
 
 def probe_kind(point: OpPoint) -> str:
-    """(Lab 00) A bandwidth probe's kind without its size: "read", "stream", "stream in place" or "copy"."""
+    """(Lab 00) A bandwidth probe's kind without its size: "read", "stream", "stream in place", "add in place" or "copy"."""
     kind = point.name.split()[0]
-    if kind not in ("read", "stream", "copy"):
-        raise ValueError(f"{point.name!r} is not a bandwidth probe (read / stream / copy): see bandwidth_probes")
+    if kind not in ("read", "stream", "add", "copy"):
+        raise ValueError(f"{point.name!r} is not a bandwidth probe (read / stream / add / copy): see bandwidth_probes")
     return kind + (" in place" if point.name.endswith(" in place") else "")
 
 

@@ -80,15 +80,15 @@ def test_in_place_writes_into_the_donated_buffer() -> None:
 def test_bandwidth_probes_count_bytes_as_moved() -> None:
     n = 1 << 16
     probes = roofline.bandwidth_probes(n, "fp32", torch_device="cpu", repeats=2)
-    by_name = {(p.framework, p.name.split()[0] + (" in place" if p.name.endswith("in place") else "")): p
-               for p in probes}
-    assert set(by_name) == {("jax", "read"), ("jax", "stream"), ("jax", "stream in place"), ("torch", "read"),
-                            ("torch", "stream"), ("torch", "copy")}
-    for (fw, kind), p in by_name.items():
-        assert p.bytes == (1 if kind == "read" else 2) * 4 * n, (fw, kind)  # a read has no store
+    by_kind = {(p.framework, roofline.probe_kind(p)): p for p in probes}
+    assert set(by_kind) == {("jax", "read"), ("jax", "stream"), ("jax", "stream in place"), ("jax", "add in place"),
+                            ("torch", "read"), ("torch", "stream"), ("torch", "copy")}
+    moved = {"read": 1, "stream": 2, "stream in place": 2, "copy": 2, "add in place": 3}  # arrays read + written
+    for (fw, kind), p in by_kind.items():
+        assert p.bytes == moved[kind] * 4 * n, (fw, kind)  # a read has no store; an add reads two
     assert roofline.measured_bandwidth(probes) == max(p.bytes_per_s for p in probes)
-    assert len(roofline.bandwidth_probes(n, "bf16", repeats=2)) == 3  # no torch device: JAX only
-    assert roofline.bandwidth_probes(n, "bf16", repeats=2)[0].bytes == 2 * n
+    bf16 = roofline.bandwidth_probes(n, "bf16", repeats=2)
+    assert len(bf16) == 4 and [p.bytes for p in bf16] == [2 * n, 4 * n, 4 * n, 6 * n]  # no torch device: JAX only
     with pytest.raises(ValueError, match="bandwidth_probes"):
         roofline.measured_bandwidth([])
 
@@ -143,8 +143,9 @@ def test_best_and_errors() -> None:
 def test_probe_kind_and_levelled_off() -> None:
     t = lambda s: Timing((s,) * 3, 1)  # noqa: E731
     pts = [roofline.OpPoint(f"{k} 1 MiB" + sfx, "jax", "fp32", 1, 2**20, t(1e-3))
-           for k, sfx in (("read", ""), ("stream", ", new output"), ("stream", " in place"), ("copy", ""))]
-    assert [roofline.probe_kind(p) for p in pts] == ["read", "stream", "stream in place", "copy"]
+           for k, sfx in (("read", ""), ("stream", ", new output"), ("stream", " in place"), ("add", " in place"),
+                          ("copy", ""))]
+    assert [roofline.probe_kind(p) for p in pts] == ["read", "stream", "stream in place", "add in place", "copy"]
     with pytest.raises(ValueError, match="not a bandwidth probe"):
         roofline.probe_kind(roofline.OpPoint("softmax", "jax", "fp32", 1, 8, t(1e-3)))
     # sizes 512 and 1024: 8x the FLOPs in 6x the time -> 4/3 of the rate: still rising
