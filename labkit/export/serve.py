@@ -32,12 +32,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from labkit.export.kv_cache import jax_new_cache, jax_step_fn, torch_new_cache, torch_step, torch_step_module
+from labkit.export.load import _is_int, _is_real  # one rule for numbers in labkit.export
 from labkit.gpt.config import GPTConfig
 
 
 def _count(name: str, x: Any, least: int = 1) -> int:
     """x as an int >= least; numpy integers count (np.int64 from a sweep), bool and floats do not."""
-    if not (isinstance(x, numbers.Integral) and not isinstance(x, bool)) or x < least:
+    if not _is_int(x) or x < least:
         want = "a positive integer" if least == 1 else f"an integer >= {least}"
         raise ValueError(f"{name} must be {want}, got {x!r}")
     return int(x)
@@ -45,8 +46,7 @@ def _count(name: str, x: Any, least: int = 1) -> int:
 
 def _seconds(name: str, x: Any, positive: bool) -> float:
     """x as finite seconds (> 0 if positive, else >= 0); numpy floats count."""
-    if not (isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
-            and (x > 0 if positive else x >= 0)):
+    if not (_is_real(x) and math.isfinite(x) and (x > 0 if positive else x >= 0)):
         raise ValueError(f"{name} must be a finite number of seconds {'> 0' if positive else '>= 0'}, got {x!r}")
     return float(x)
 
@@ -86,9 +86,9 @@ def left_pad(prompts: Sequence[Any], cfg: GPTConfig, max_new_tokens: int, pad_id
         raise TypeError(f"cfg must be a GPTConfig (e.g. get_config('test')), got {cfg!r}")
     if max_len is None:
         max_len = cfg.seq_len
-    elif not (isinstance(max_len, numbers.Integral) and not isinstance(max_len, bool) and 1 <= max_len <= cfg.seq_len):
+    elif not (_is_int(max_len) and 1 <= max_len <= cfg.seq_len):
         raise ValueError(f"max_len must be in 1..cfg.seq_len={cfg.seq_len} (None: seq_len), got {max_len!r}")
-    if not (isinstance(pad_id, numbers.Integral) and not isinstance(pad_id, bool) and 0 <= pad_id < cfg.vocab_size):
+    if not (_is_int(pad_id) and 0 <= pad_id < cfg.vocab_size):
         raise ValueError(f"pad_id must be a token id in [0, {cfg.vocab_size}), got {pad_id!r}")
     if isinstance(prompts, (str, bytes)) or (isinstance(prompts, np.ndarray) and prompts.ndim == 1):
         raise ValueError("pass a list of prompts (one per batch row), e.g. [text] for a single prompt")
