@@ -307,6 +307,15 @@ def total_bytes(table: Iterable[Collective], kind: str | None = None) -> int:
     return sum(c.bytes for c in table if kind is None or c.kind == kind)
 
 
+def sent_per_call(table: Iterable[Collective]) -> dict[str, float]:
+    """(Lab 03) Bytes sent per collective *call*: the arrays of one tuple all-reduce ("name[i]") share one call."""
+    out: dict[str, float] = {}
+    for c in table:
+        call = c.name.partition("[")[0]  # collectives() names a tuple all-reduce's i-th array "name[i]"
+        out[call] = out.get(call, 0.0) + c.ring_bytes
+    return out
+
+
 def sent_bytes(table: Iterable[Collective], kind: str | None = None) -> float:
     """Bytes each device sends per step, ring algorithm (the one definition, SENT) (Lab 03)."""
     return sum(c.ring_bytes for c in table if kind is None or c.kind == kind)

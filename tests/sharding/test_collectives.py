@@ -95,6 +95,9 @@ def test_every_kind_with_shapes_bytes_and_groups() -> None:
     assert [(c.shape, c.dtype, c.bytes) for c in ar] == [((64,), "f32", 256), ((256, 64), "bf16", 256 * 64 * 2)]
     assert all(c.replica_groups == ((0, 1, 2, 3), (4, 5, 6, 7)) and c.group_size == 4 for c in ar)
     assert ar[0].origin == "backward reduce_sum" and ar[0].name == "all-reduce.22[0]"
+    # the tuple all-reduce's two arrays are one call, sending both arrays' ring bytes
+    per_call = C.sent_per_call(table)
+    assert per_call["all-reduce.22"] == pytest.approx(sum(c.ring_bytes for c in ar)) and len(per_call) == len(table) - 1
     ag, ag_async = [c for c in table if c.kind == "all-gather"]
     assert ag.shape == (8, 16) and ag.bytes == 512 and ag.group_size == 8 and ag.origin == "forward dot_general"
     assert ag.ring_bytes == 7 * 512  # in a ring each device sends 7 shards: its own, then 6 forwarded
