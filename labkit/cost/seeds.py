@@ -218,7 +218,7 @@ def spec_claims() -> list[Entry]:
     """(Lab 06) Claims about spec figures, against labkit's chip table (itself sourced)."""
     v5p, h100, h200 = (hardware.lookup(c) for c in (V5P, H100, "NVIDIA H200 SXM"))
     tf, n = 8 * v5p.peak_tflops["bf16"], 8 * v5p.memory_gb      # TFLOP/s; memory in the source's unit
-    unit = "GB" if memory_gb(v5p) == v5p.memory_gb else "GiB"      # Google's v5p docs say "95 GiB"
+    unit = v5p.memory_unit                                          # Google's v5p docs say "95 GiB"
     src = lambda s, k: s.sources.get(k, "labkit.runtime.hardware")  # noqa: E731
     return [
         decide("v5p8_3672_tflops_760gb", "distributed", "An 8-chip v5p slice has 3,672 TFLOP/s and "

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import math
 import numbers
-import re
 from dataclasses import dataclass
 
 from labkit.cost.prices import check_fraction, positive
 from labkit.runtime.hardware import ChipSpec
 
-GIB = 2 ** 30   # bytes in a GiB; a GB here is 1e9 bytes
 
 
 @dataclass(frozen=True)
@@ -53,9 +51,7 @@ def weight_bytes(m: ServedModel) -> float:
 
 def memory_gb(spec: ChipSpec) -> float:
     """(Lab 06) A chip's memory in GB (1e9 bytes), reading the table's figure in its source's unit."""
-    # The chip table keeps the vendor's number ("80 GB", "95 GiB"); Google's TPU docs mix GB and GiB.
-    gib = re.search(r"\d\s*GiB\b", spec.sources.get("memory", ""))
-    return spec.memory_gb * (GIB / 1e9 if gib else 1.0)
+    return spec.memory_bytes / 1e9  # the table keeps the vendor's number and unit ("80 GB", "95 GiB")
 
 
 def max_batch(m: ServedModel, context: int, memory_gb: float, n_chips: int = 1,
@@ -111,5 +107,5 @@ def decode_step(m: ServedModel, batch: int, context: int, n_chips: int, peak_flo
                       "compute" if compute >= memory else "memory", batch / step)
 
 
-__all__ = ["GIB", "memory_gb", "ServedModel", "LLAMA3_8B", "kv_bytes_per_token", "weight_bytes", "max_batch",
+__all__ = ["memory_gb", "ServedModel", "LLAMA3_8B", "kv_bytes_per_token", "weight_bytes", "max_batch",
            "chips_to_fit", "DecodeStep", "decode_step"]

@@ -7,6 +7,7 @@ Modules:
 
 - ``device``      detect the runtime, simulate CPU devices, pick torch / torch-xla devices, sync
 - ``hardware``    the chip spec table, every figure with its source
+- ``systems``     chips joined by links: TPU tori and GPU switch nodes (Lab 03)
 - ``distributed`` join a multi-process JAX job on this machine's CPUs (Lab 03)
 - ``versions``    versions of the stack, read from package metadata without importing
 - ``install``     Colab/Kaggle bootstrap: add missing companions, never touch the runtime's torch/jax

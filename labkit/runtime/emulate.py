@@ -50,7 +50,7 @@ def requested(environ: Mapping[str, str] | None = None) -> Emulation | None:
                          f"{', '.join(TARGETS)} (or unset it).")
     spec = hardware.lookup(TARGETS[raw])
     assert spec is not None, f"hardware table lacks {TARGETS[raw]}"  # a test keeps TARGETS in the table
-    return Emulation(raw, spec.name, int(spec.memory_gb * 1e9), spec.peak("bf16") is not None)
+    return Emulation(raw, spec.name, int(spec.memory_bytes), spec.peak("bf16") is not None)
 
 
 def memory_fraction(em: Emulation, physical_bytes: int) -> float:

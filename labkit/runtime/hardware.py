@@ -28,8 +28,7 @@ class ChipSpec:
     name: str                                  # canonical, e.g. "NVIDIA H100 SXM"
     kind: str                                  # "gpu" | "tpu"
     peak_tflops: Mapping[str, float | None]    # dense TFLOP/s (int8: TOP/s) per DTYPES key
-    memory_gb: float                           # GB per chip as the vendor states it (HBM
-                                               # "80 GB" is nominal; TPU docs mix GB and GiB)
+    memory_gb: float                           # memory per chip in memory_unit, as the vendor states it
     bandwidth_gbs: float                       # HBM/GDDR GB/s (1e9 bytes/s) per chip
     matrix_unit: str                           # human text
     mxu_shape: tuple[int, int] | None          # systolic array R x C (TPU)
@@ -39,6 +38,17 @@ class ChipSpec:
     interconnect: str                          # e.g. "NVLink 4", "ICI 3D torus"
     link_gbs: float | None                     # per-chip bidirectional chip-to-chip GB/s
     sources: Mapping[str, str] = field(default_factory=dict)  # figure -> source text
+    memory_unit: str = "GB"                    # "GB" (1e9 bytes) or "GiB" (2**30): Google's TPU docs use both
+
+    def __post_init__(self) -> None:
+        if self.memory_unit not in ("GB", "GiB"):
+            raise ValueError(f"{self.name}: memory_unit must be 'GB' (1e9 bytes) or 'GiB' (2**30 bytes), "
+                             f"as the memory source states it; got {self.memory_unit!r}")
+
+    @property
+    def memory_bytes(self) -> float:
+        """(Lab 06) Memory per chip in bytes, from memory_gb in the unit its source states."""
+        return self.memory_gb * {"GB": 1e9, "GiB": 2.0 ** 30}[self.memory_unit]
 
     def peak(self, dtype: str) -> float | None:
         """(Lab 00) Dense peak in FLOP/s (OP/s for int8) for dtype; None if not native."""
@@ -66,8 +76,8 @@ _PTX = ("mma shape: NVIDIA PTX ISA, warp-level mma / wgmma instructions "
 _PCIE = "PCIe x16 bidirectional: 3.0 = 32 GB/s, 4.0 = 64 GB/s, 5.0 = 128 GB/s (PCI-SIG spec)"
 _A100_DS = ("NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/content/dam/en-zz/Solutions/"
             "Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf)")
-_H100_DS = ("NVIDIA H100 Tensor Core GPU datasheet (resources.nvidia.com/en-us-tensor-core/"
-            "nvidia-tensor-core-gpu-datasheet)")
+H100_DATASHEET = ("NVIDIA H100 Tensor Core GPU datasheet (resources.nvidia.com/en-us-tensor-core/"
+                  "nvidia-tensor-core-gpu-datasheet)")  # runtime.systems cites it for NVLink too
 _H200_DS = "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200)"
 _HALF = "; tensor-core figures are the datasheet's with-sparsity figures / 2"
 _HOPPER_WP = "NVIDIA H100 Tensor Core GPU Architecture whitepaper (Hopper), SM counts"
@@ -88,10 +98,10 @@ def _gpu(name, peaks, mem, bw, unit, sms, mma, ic, link, sources) -> ChipSpec:
     return ChipSpec(name, "gpu", peaks, mem, bw, unit, None, None, sms, mma, ic, link, sources)
 
 
-def _tpu(name, peaks, mem, bw, mxu, count, ic, link, sources, cores=1) -> ChipSpec:
+def _tpu(name, peaks, mem, bw, mxu, count, ic, link, sources, cores=1, unit="GB") -> ChipSpec:
     tc = f"{cores} TensorCore{'s' if cores > 1 else ''}"
-    unit = f"{count} MXU {mxu[0]}x{mxu[1]} per chip ({tc} x {count // cores})"
-    return ChipSpec(name, "tpu", peaks, mem, bw, unit, mxu, count, None, None, ic, link, sources)
+    mxus = f"{count} MXU {mxu[0]}x{mxu[1]} per chip ({tc} x {count // cores})"
+    return ChipSpec(name, "tpu", peaks, mem, bw, mxus, mxu, count, None, None, ic, link, sources, unit)
 
 
 _T4 = _gpu("NVIDIA T4", _peaks(fp32=8.1, fp16=65.0, int8=130.0), 16, 320,
@@ -111,7 +121,7 @@ _V100 = _gpu("NVIDIA V100 SXM2 16GB", _peaks(fp32=15.7, fp16=125.0), 16, 900,
                  "NVIDIA V100 datasheet (images.nvidia.com/content/technologies/volta/pdf/"
                  "volta-v100-datasheet-update-us-1165301-r5.pdf): fp32 15.7, tensor 125; "
                  "int8 not listed",
-                 "NVIDIA V100 datasheet: 16 or 32 GB HBM2", "NVIDIA V100 datasheet: 900 GB/s",
+                 "NVIDIA V100 datasheet: 16 GB HBM2 (also sold with 32 GB)", "NVIDIA V100 datasheet: 900 GB/s",
                  "NVIDIA V100 datasheet: NVLink 300 GB/s", "NVIDIA Volta whitepaper: 80 SMs"))
 _L4 = _gpu("NVIDIA L4", _peaks(fp32=30.3, tf32=60.0, bf16=121.0, fp16=121.0, fp8=242.5,
                                int8=242.5), 24, 300,
@@ -141,23 +151,23 @@ _A100_PCIE_40 = replace(
 _H100_SXM = _gpu("NVIDIA H100 SXM", _peaks(fp32=67.0, tf32=494.5, bf16=989.0, fp16=989.0,
                                            fp8=1979.0, int8=1979.0), 80, 3350,
                  "tensor cores (Hopper)", 132, (64, 256, 16), "NVLink 4", 900.0, _src(
-                     _H100_DS + ": SXM fp32 67, tf32 989/2, bf16 1979/2 (989, as usually quoted), "
-                     "fp8 3958/2" + _HALF, _H100_DS + ": 80 GB HBM3", _H100_DS + ": 3.35 TB/s",
-                     _H100_DS + ": NVLink 900 GB/s", _HOPPER_WP + ": H100 SXM5 132 SMs"))
+                     H100_DATASHEET + ": SXM fp32 67, tf32 989/2, bf16 1979/2 (989, as usually quoted), "
+                     "fp8 3958/2" + _HALF, H100_DATASHEET + ": 80 GB HBM3", H100_DATASHEET + ": 3.35 TB/s",
+                     H100_DATASHEET + ": NVLink 900 GB/s", _HOPPER_WP + ": H100 SXM5 132 SMs"))
 _H100_PCIE = _gpu("NVIDIA H100 PCIe", _peaks(fp32=51.0, tf32=378.0, bf16=756.0, fp16=756.0,
                                              fp8=1513.0, int8=1513.0), 80, 2000,
                   "tensor cores (Hopper)", 114, (64, 256, 16),
                   "PCIe 5.0 x16 (NVLink bridge for 2 GPUs optional, 600 GB/s)", 128.0, _src(
-                      _H100_DS + ": PCIe fp32 51, tf32 756/2, bf16 1513/2, fp8 3026/2" + _HALF,
-                      _H100_DS + ": 80 GB HBM2e", _H100_DS + ": 2 TB/s",
-                      _PCIE + "; " + _H100_DS + ": optional NVLink bridge 600 GB/s",
+                      H100_DATASHEET + ": PCIe fp32 51, tf32 756/2, bf16 1513/2, fp8 3026/2" + _HALF,
+                      H100_DATASHEET + ": 80 GB HBM2e", H100_DATASHEET + ": 2 TB/s",
+                      _PCIE + "; " + H100_DATASHEET + ": optional NVLink bridge 600 GB/s",
                       _HOPPER_WP + ": H100 PCIe 114 SMs"))
 _H100_NVL = replace(
     _H100_PCIE, name="NVIDIA H100 NVL", memory_gb=94, bandwidth_gbs=3900, sm_count=132,
     peak_tflops=_peaks(fp32=60.0, tf32=417.5, bf16=835.5, fp16=835.5, fp8=1670.5, int8=1670.5),
     interconnect="NVLink bridge (600 GB/s) + PCIe 5.0 x16", link_gbs=600.0, sources=_src(
-        _H100_DS + ": NVL fp32 60, tf32 835/2, bf16 1671/2, fp8 3341/2 (check)" + _HALF,
-        _H100_DS + ": NVL 94 GB HBM3", _H100_DS + ": NVL 3.9 TB/s", _H100_DS + ": NVL NVLink bridge 600 GB/s",
+        H100_DATASHEET + ": NVL fp32 60, tf32 835/2, bf16 1671/2, fp8 3341/2 (check)" + _HALF,
+        H100_DATASHEET + ": NVL 94 GB HBM3", H100_DATASHEET + ": NVL 3.9 TB/s", H100_DATASHEET + ": NVL NVLink bridge 600 GB/s",
         "H100 NVL uses the full SXM5 configuration, 132 SMs (check)"))
 _H200 = replace(
     _H100_SXM, name="NVIDIA H200 SXM", memory_gb=141, bandwidth_gbs=4800, sources={**_H100_SXM.sources,
@@ -184,19 +194,19 @@ _TPUS = [
     _tpu("TPU v2", _peaks(bf16=46.0), 16, 700, (128, 128), 2, "ICI 2D torus", 496.0, _tsrc(
         _CACM + ": 46 TFLOP/s bf16 per chip", _CACM + ": 16 GiB HBM, 700 GB/s",
         _CACM + ": 4 ICI links x 496 Gbit/s per direction -> x2 directions /8 bits (check)",
-        "2 TensorCores x 1 MXU 128x128"), cores=2),
+        "2 TensorCores x 1 MXU 128x128"), cores=2, unit="GiB"),
     _tpu("TPU v3", _peaks(bf16=123.0), 32, 900, (128, 128), 4, "ICI 2D torus", 656.0, _tsrc(
         "Cloud TPU v3 docs (cloud.google.com/tpu/docs/v3): 123 TFLOP/s bf16 per chip",
         "Cloud TPU v3 docs: 32 GiB HBM2, 900 GBps",
         _CACM + ": 4 ICI links x 656 Gbit/s per direction -> x2 directions /8 bits (check)",
-        "2 TensorCores x 2 MXU 128x128"), cores=2),
+        "2 TensorCores x 2 MXU 128x128"), cores=2, unit="GiB"),
     _tpu("TPU v4", _peaks(bf16=275.0, int8=275.0), 32, 1200, (128, 128), 8,
          "ICI 3D torus (optical circuit switches)", 540.0, _tsrc(
              "Cloud TPU v4 docs (cloud.google.com/tpu/docs/v4): 275 TFLOP/s (bf16 or int8)",
              "Cloud TPU v4 docs: 32 GiB HBM2, 1200 GBps",
              "How to Scale Your Model (jax-ml.github.io/scaling-book/tpus): 9e10 B/s bidi per "
              "link x 6 links (check; not in Cloud docs)", "2 TensorCores x 4 MXU 128x128"),
-         cores=2),
+         cores=2, unit="GiB"),
     _tpu("TPU v5e", _peaks(bf16=197.0, int8=393.0), 16, 819, (128, 128), 4, "ICI 2D torus",
          400.0, _tsrc(
              "Cloud TPU v5e docs (cloud.google.com/tpu/docs/v5e): 197 TFLOP/s bf16, "
@@ -208,7 +218,7 @@ _TPUS = [
              "list fp8 at the same 459: no fp8 speed-up, so fp8 is None here); int8 918 from "
              "jax pallas tpu_info.py and the scaling book (check)",
              "Cloud TPU v5p docs: 95 GiB HBM2e, 2765 GBps", _ICI.format(4800, 600),
-             "2 TensorCores x 4 MXU 128x128"), cores=2),
+             "2 TensorCores x 4 MXU 128x128"), cores=2, unit="GiB"),
     _tpu("TPU v6e", _peaks(bf16=918.0, int8=1836.0), 32, 1640, (256, 256), 2, "ICI 2D torus",
          800.0, _tsrc(
              "Cloud TPU v6e docs (cloud.google.com/tpu/docs/v6e): 918 TFLOP/s bf16, "
@@ -221,7 +231,8 @@ _TPUS = [
 ]
 
 CHIPS: dict[str, ChipSpec] = {c.name: c for c in (
-    _T4, _P100, _V100, replace(_V100, name="NVIDIA V100 SXM2 32GB", memory_gb=32), _L4,
+    _T4, _P100, _V100, replace(_V100, name="NVIDIA V100 SXM2 32GB", memory_gb=32, sources={
+    **_V100.sources, "memory": "NVIDIA V100 datasheet: 32 GB HBM2"}), _L4,
     _A100_40, _A100_80, _A100_PCIE_40, _A100_PCIE_80, _H100_SXM, _H100_PCIE, _H100_NVL,
     _H200, _H200_NVL, *_TPUS)}
 
@@ -331,7 +342,7 @@ def table(names: Sequence[str] | None = None) -> list[dict]:
         rd = _ridge_dtype(spec)
         rows.append({"name": spec.name,
                      **{_col(d): spec.peak_tflops.get(d) for d in DTYPES},
-                     "memory GB": spec.memory_gb, "bandwidth GB/s": spec.bandwidth_gbs,
+                     "memory GB": round(spec.memory_bytes / 1e9, 1), "bandwidth GB/s": spec.bandwidth_gbs,
                      "ridge FLOP/byte": None if rd is None else round(spec.ridge_point(rd), 1),
                      "ridge dtype": rd, "matrix unit": spec.matrix_unit})
     return rows
@@ -343,58 +354,3 @@ def learner_chips() -> list[str]:
     # H100 is not a free runtime: it is the GPU the course's reference runs (benchmarks/) were measured on.
     return ["NVIDIA T4", "NVIDIA P100 PCIe 16GB", "NVIDIA L4", "NVIDIA A100 SXM 40GB", "NVIDIA H100 SXM",
             "TPU v5e", "TPU v6e"]
-
-
-# --- systems: chips joined by links (Lab 03) --------------------------------------------
-@dataclass(frozen=True)
-class Topology:
-    """(Lab 03) A named system: chips on a torus or behind a switch, link figures with sources."""
-
-    name: str
-    chip: str                        # a CHIPS key
-    kind: str                        # "torus" (ICI neighbours only) | "switch" (every GPU reaches every GPU)
-    shape: tuple[int, ...]           # chips per torus axis; a switch node is (gpus per node,)
-    wraparound: tuple[bool, ...]     # per axis: a closing link makes it a ring, else a line
-    link_gbs: float                  # GB/s one way: per ICI link (torus), per GPU into the switch
-    nodes: int = 1                   # switch nodes joined by a network (GPU clusters)
-    network_gbs: float | None = None  # GB/s one way per chip between nodes
-    sources: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def chips(self) -> int:
-        """(Lab 03) Chips in the whole system."""
-        n = self.nodes
-        for s in self.shape:
-            n *= s
-        return n
-
-
-_V5E_DOC = "Cloud TPU v5e docs (cloud.google.com/tpu/docs/v5e)"
-_V5E_LINK = (_V5E_DOC + ": 'Bidirectional ICI bandwidth (per chip) 400 GBps' (older page: 'Interchip "
-             "Interconnect BW 1600 Gbps' = 200 GB/s one way); 4 links per chip (2-D) -> 400/2/4 = 50 GB/s "
-             "one way per link; How to Scale Your Model (jax-ml.github.io/scaling-book/tpus): v5e 5e10 B/s "
-             "one way per link")
-_V5E_WRAP = ("How to Scale Your Model (scaling-book/tpus): v5e/v6e have wraparound links only on a full "
-             "axis of 16 ('no wraparound links for axes with fewer than 16 chips')")
-_V5P_LINK = ("Cloud TPU v5p docs (docs.cloud.google.com/tpu/docs/v5p): 'Bidirectional ICI bandwidth per chip "
-             "1200 GBps', 3-D torus, 6 links -> 1200/2/6 = 100 GB/s one way per link (scaling book: 1e11)")
-_NVL = (_H100_DS + ": NVLink 900 GB/s (both directions) -> 450 GB/s one way per GPU; NVIDIA Fabric Manager "
-        "user guide: NVSwitch gives 'all-to-all GPU communication at the total NVLink speed'")
-_IB = ("NVIDIA DGX H100 User Guide (docs.nvidia.com/dgx/dgxh100-user-guide), network modules: one "
-       "ConnectX-7 port per GPU; InfiniBand NDR 400 Gb/s per port (docs.nvidia.com/networking, NDR "
-       "transceivers) -> 50 GB/s one way per GPU")
-TOPOLOGIES: dict[str, Topology] = {t.name: t for t in (
-    Topology("TPU v5e-8", "TPU v5e", "torus", (2, 4), (False, False), 50.0, sources={
-        "shape": _V5E_DOC + ": slice 2x4 = 8 chips, 1 host", "link": _V5E_LINK, "wraparound": _V5E_WRAP}),
-    Topology("TPU v5e-256", "TPU v5e", "torus", (16, 16), (True, True), 50.0, sources={
-        "shape": _V5E_DOC + ": slice 16x16 = 256 chips (a pod), '2D Torus'", "link": _V5E_LINK,
-        "wraparound": _V5E_WRAP}),
-    Topology("TPU v5p-512", "TPU v5p", "torus", (4, 8, 8), (True, True, True), 100.0, sources={
-        # v5p slice names count TensorCores, 2 per chip: 256 chips is v5p-512 (v5p-8 is 4 chips)
-        "shape": "Cloud TPU v5p docs: topology 4x8x8 = 256 chips", "link": _V5P_LINK,
-        "wraparound": "Cloud TPU v5p docs: 'All 4x4x4 and larger slices (one cube) have full 3D torus'"}),
-    Topology("8x H100 SXM", "NVIDIA H100 SXM", "switch", (8,), (False,), 450.0, sources={
-        "shape": "NVIDIA DGX H100 / HGX H100 8-GPU baseboard: 8 GPUs, 4 NVSwitches", "link": _NVL}),
-    Topology("256x H100 SXM", "NVIDIA H100 SXM", "switch", (8,), (False,), 450.0, nodes=32, network_gbs=50.0,
-             sources={"shape": "32 DGX H100 nodes of 8 GPUs", "link": _NVL, "network": _IB}),
-)}

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from labkit.measure import bench
-from labkit.runtime import hardware
+from labkit.runtime import systems
 from labkit.sharding import collectives as coll
 from labkit.sharding import topology
 
@@ -169,7 +169,7 @@ def latency_bound(kind: str, mesh: Any, points: Sequence[Point], attempts: int =
 
 def for_runtime(chip: str, n: int) -> str | None:
     """The named topology of ``n`` chips of this runtime's ``chip``, if the table has one (Lab 03)."""
-    for name, topo in hardware.TOPOLOGIES.items():
+    for name, topo in systems.TOPOLOGIES.items():
         if topo.chip == chip and topo.chips == n:
             return name
     return None

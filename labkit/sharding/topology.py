@@ -3,7 +3,7 @@
 Closed forms, bandwidth only (per-hop latency of ~1 µs ignored). A device must *send* S bytes
 (:func:`labkit.sharding.collectives.bytes_sent`: (n-1)/n x D for an all-gather or a reduce-scatter,
 2(n-1)/n x D for an all-reduce, D the full array) and the time is S over the bandwidth it can push
-into the collective, W one way per link (``labkit.runtime.hardware.TOPOLOGIES``):
+into the collective, W one way per link (``labkit.runtime.systems.TOPOLOGIES``):
 
 - **ring**: every hop is one link in one direction: T = S / W. On a line (no wraparound) the
   way back reuses the reverse links, so a one-way ring still costs S / W.
@@ -23,22 +23,22 @@ import itertools
 import math
 from typing import Any, Iterable
 
-from labkit.runtime import hardware
+from labkit.runtime import systems
 from labkit.sharding.collectives import Collective, bytes_sent
 
 ALGORITHMS = ("ring", "bidirectional ring", "torus", "switch", "hierarchical")
 
 
-def get(name: str | hardware.Topology) -> hardware.Topology:
-    """The named topology of labkit.runtime.hardware.TOPOLOGIES; ValueError listing them (Lab 03)."""
-    if isinstance(name, hardware.Topology):
+def get(name: str | systems.Topology) -> systems.Topology:
+    """The named topology of labkit.runtime.systems.TOPOLOGIES; ValueError listing them (Lab 03)."""
+    if isinstance(name, systems.Topology):
         return name
-    if name not in hardware.TOPOLOGIES:
-        raise ValueError(f"unknown topology {name!r}; known: {', '.join(hardware.TOPOLOGIES)}")
-    return hardware.TOPOLOGIES[name]
+    if name not in systems.TOPOLOGIES:
+        raise ValueError(f"unknown topology {name!r}; known: {', '.join(systems.TOPOLOGIES)}")
+    return systems.TOPOLOGIES[name]
 
 
-def axes_for(topo: hardware.Topology, n: int) -> tuple[int, ...]:
+def axes_for(topo: systems.Topology, n: int) -> tuple[int, ...]:
     """Torus axes (indices) a group of n chips spans: the fewest whose sizes multiply to n (Lab 03)."""
     real = [a for a, s in enumerate(topo.shape) if s > 1]
     for k in range(1, len(real) + 1):
@@ -48,12 +48,12 @@ def axes_for(topo: hardware.Topology, n: int) -> tuple[int, ...]:
     raise ValueError(f"{topo.name}: no set of torus axes {topo.shape} holds a group of {n} chips")
 
 
-def _axis_gbs(topo: hardware.Topology, a: int) -> float:
+def _axis_gbs(topo: systems.Topology, a: int) -> float:
     """GB/s one device pushes along axis a with both directions: 2W on a ring, W on a line."""
     return topo.link_gbs * (2 if topo.wraparound[a] else 1)
 
 
-def egress_gbs(topo: str | hardware.Topology, n: int, algorithm: str) -> float | None:
+def egress_gbs(topo: str | systems.Topology, n: int, algorithm: str) -> float | None:
     """GB/s one device pushes into a collective over n chips with algorithm; None if n/a (Lab 03)."""
     topo = get(topo)
     if algorithm not in ALGORITHMS:
@@ -76,7 +76,7 @@ def egress_gbs(topo: str | hardware.Topology, n: int, algorithm: str) -> float |
     return None
 
 
-def best_gbs(topo: str | hardware.Topology, n: int) -> float:
+def best_gbs(topo: str | systems.Topology, n: int) -> float:
     """The most GB/s one device pushes into a collective over n chips, by any algorithm that applies (Lab 03)."""
     rates = [g for a in ALGORITHMS if (g := egress_gbs(topo, n, a)) is not None]
     if not rates:
@@ -84,7 +84,7 @@ def best_gbs(topo: str | hardware.Topology, n: int) -> float:
     return max(rates)
 
 
-def collective_time(kind: str, array_bytes: float, n: int, topo: str | hardware.Topology,
+def collective_time(kind: str, array_bytes: float, n: int, topo: str | systems.Topology,
                     algorithm: str = "best") -> float | None:
     """Seconds for one collective about a D-byte array over n chips (bandwidth only) (Lab 03).
 
@@ -110,7 +110,7 @@ def collective_time(kind: str, array_bytes: float, n: int, topo: str | hardware.
     return None if gbs is None else bytes_sent(kind, array_bytes, n) / (gbs * 1e9)
 
 
-def price(topo: str | hardware.Topology, kind: str, array_bytes: float,
+def price(topo: str | systems.Topology, kind: str, array_bytes: float,
           n: int | None = None) -> dict[str, Any]:
     """A table row: seconds per algorithm (None where it does not apply) and the best (Lab 03)."""
     topo = get(topo)
@@ -122,7 +122,7 @@ def price(topo: str | hardware.Topology, kind: str, array_bytes: float,
             "best": best, "best ms": times[best] * 1e3}
 
 
-def table_time(table: Iterable[Collective], topo: str | hardware.Topology,
+def table_time(table: Iterable[Collective], topo: str | systems.Topology,
                scale: float = 1.0) -> float:
     """Seconds of a compiled program's collectives on topo, each by its best algorithm (Lab 03).
 

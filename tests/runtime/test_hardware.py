@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import math
+import re
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, strategies as st
@@ -120,6 +122,22 @@ def test_fields_are_consistent_with_kind(name: str) -> None:
         assert spec.peak("fp32") is None and spec.peak("fp16") is None
         assert "n/a" in spec.sources["peak_tflops"]
         assert f"{spec.mxu_shape[0]}x{spec.mxu_shape[1]}" in spec.matrix_unit
+
+
+@pytest.mark.parametrize("name", sorted(CHIPS))
+def test_memory_unit_is_the_one_its_source_states(name: str) -> None:
+    # Google's TPU docs say "95 GiB" (v5p) and "16 GB" (v5e): the unit is a field, and its source must say it.
+    spec = CHIPS[name]
+    said = re.search(rf"(?<![\d.]){spec.memory_gb:g}\s*(GiB|GB)\b", spec.sources["memory"])
+    assert said and said.group(1) == spec.memory_unit, (name, spec.sources["memory"])
+    assert spec.memory_bytes == spec.memory_gb * (2 ** 30 if spec.memory_unit == "GiB" else 10 ** 9)
+
+
+def test_memory_bytes_by_hand_and_a_bad_unit_is_refused() -> None:
+    assert CHIPS["TPU v5p"].memory_bytes == 95 * 2 ** 30 and CHIPS["NVIDIA H100 SXM"].memory_bytes == 80e9
+    assert [r["memory GB"] for r in hw.table(["TPU v5p", "TPU v5e"])] == [102.0, 16.0]  # 95 GiB = 102.0 GB
+    with pytest.raises(ValueError, match=r"TPU v5e: memory_unit must be 'GB'.*got 'gb'"):
+        replace(CHIPS["TPU v5e"], memory_unit="gb")
 
 
 def test_t4_has_no_bf16_and_says_what_it_has() -> None:
@@ -268,19 +286,6 @@ def test_peak_flops_agrees_with_spec(name: str, dtype: str) -> None:
             hw.peak_flops(name, dtype)
     else:
         assert math.isclose(hw.peak_flops(name, dtype), spec.peak(dtype))
-
-
-def test_topologies_agree_with_the_chip_table_and_cite_sources() -> None:
-    # (Lab 03) A torus link carries the chip's bidirectional ICI figure / 2 directions / its links.
-    tops = hw.TOPOLOGIES
-    assert tops["TPU v5e-8"].link_gbs * 2 * 4 == hw.CHIPS["TPU v5e"].link_gbs  # 2-D: 4 links
-    assert tops["TPU v5p-512"].link_gbs * 2 * 6 == hw.CHIPS["TPU v5p"].link_gbs  # 3-D: 6 links
-    assert tops["8x H100 SXM"].link_gbs * 2 == hw.CHIPS["NVIDIA H100 SXM"].link_gbs  # NVLink, one way
-    assert tops["TPU v5e-8"].wraparound == (False, False) and all(tops["TPU v5e-256"].wraparound)
-    assert tops["256x H100 SXM"].chips == 256 and tops["256x H100 SXM"].network_gbs == 400 / 8
-    for t in tops.values():
-        assert "wraparound" in t.sources or t.kind == "switch", t.name
-        assert any(c.isdigit() for c in t.sources["link"]), t.name
 
 
 def test_a_short_or_mistyped_name_lists_the_close_table_names() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.runtime import hardware
+from labkit.runtime import hardware, systems
 from labkit.sharding import topology as T
 from labkit.sharding.collectives import Collective
 
@@ -78,7 +78,7 @@ def test_bad_names_fail_clearly() -> None:
 
 
 def test_every_topology_figure_has_a_source() -> None:
-    for topo in hardware.TOPOLOGIES.values():
+    for topo in systems.TOPOLOGIES.values():
         assert topo.chip in hardware.CHIPS and len(topo.shape) == len(topo.wraparound)
         for key in ("shape", "link") + (("network",) if topo.network_gbs else ()):
             assert topo.sources.get(key, "").strip(), f"{topo.name}: no source for {key}"
