@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from labkit.gpt.config import GPTConfig, n_params
+from labkit.gpt.data import check_count, check_real
 
 MATMUL_RTOL = 0.01  # compiler matmul FLOPs vs the "matmul" variant: agree within 1% (exact in practice)
 
@@ -109,8 +110,7 @@ def flops_per_token(cfg: GPTConfig, seq: int | None = None, variant: str | Varia
 def flops_per_step(cfg: GPTConfig, batch: int, seq: int | None = None,
                    variant: str | Variant = "palm") -> int:
     """Training FLOPs of one step on a (batch, seq) token batch (Lab 02)."""
-    if batch <= 0:
-        raise ValueError(f"batch must be positive, got {batch}")
+    batch = check_count(batch, "batch", 1)  # sequences per step: 2.5 or "8" is a mistake, not a count
     t = _seq(cfg, seq)
     return batch * t * flops_per_token(cfg, t, variant)
 
@@ -121,8 +121,8 @@ def hardware_flops_per_token(cfg: GPTConfig, seq: int | None = None, variant: st
 
     Full rematerialization (recompute=1) runs the forward twice: (6+2)·N + (12+4)·LHQT.
     """
-    if not 0.0 <= recompute <= 1.0:
-        raise ValueError(f"recompute is the recomputed fraction of the forward, in [0, 1]; got {recompute}")
+    recompute = check_real(recompute, "recompute (the recomputed fraction of the forward)", 0.0, 1.0, "both",
+                           "; 0 = none, 1 = full rematerialization")
     model = flops_per_token(cfg, seq, variant)
     return model + round(recompute * (model // 3))  # forward = 1/3 of fwd + bwd (exact: both terms are 3k)
 

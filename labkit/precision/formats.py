@@ -167,7 +167,10 @@ def round_mantissa(x: Any, mantissa_bits: int, mode: str = "nearest") -> np.ndar
         raise ValueError(f"mantissa_bits must be in [0, 23] for fp32 input, got {mantissa_bits}")
     if mode not in ("nearest", "truncate"):
         raise ValueError(f"mode must be 'nearest' or 'truncate', got {mode!r}")
-    x32 = np.asarray(x, dtype=np.float32)
+    try:
+        x32 = np.asarray(x, dtype=np.float32)
+    except (TypeError, ValueError) as e:  # 'abc', None, a ragged list: numpy's message names no argument
+        raise TypeError(f"x must be numbers (a float, list or array), got {x!r}: {e}") from None
     bits = x32.view(np.uint32).astype(np.uint64)  # 1 sign | 8 exponent | 23 mantissa bits
     drop = 23 - mantissa_bits  # low mantissa bits to remove
     if drop == 0:

@@ -75,6 +75,9 @@ def static(scale: float) -> LossScaleConfig:
 def next_scale(scale: float, good_steps: int, finite: bool,
                cfg: LossScaleConfig) -> tuple[float, int]:
     """(Lab 04) GradScaler's update rule in plain Python: (scale, good_steps) after one step."""
+    if not isinstance(cfg, LossScaleConfig):
+        raise TypeError(f"cfg must be a LossScaleConfig, got {cfg!r}; e.g. next_scale(scale, good_steps, finite, "
+                        f"LossScaleConfig()) or static(1024.0) for a fixed scale")
     check_real(scale, "scale", 0.0, hint="; the loss scale is a positive number, e.g. cfg.init_scale")
     good_steps = check_count(good_steps, "good_steps", 0)
     if not cfg.dynamic:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from labkit.precision import loss_scale as ls
-from labkit.gpt.data import Batcher
+from labkit.gpt.data import Batcher, check_count, check_real
 from labkit.gpt.config import GPTConfig, n_params
 from labkit.runtime.matmul_precision import fp32_matmul_precision
 
@@ -85,15 +85,19 @@ class TrainConfig:
     trace_steps: int = 0
 
     def __post_init__(self) -> None:
-        for f in ("steps", "batch", "seq"):
-            if getattr(self, f) < 1:
-                raise ValueError(f"TrainConfig.{f} must be >= 1, got {getattr(self, f)}")
-        if self.warmup < 0:
-            raise ValueError(f"TrainConfig.warmup must be >= 0, got {self.warmup}")
-        if self.trace_steps < 0:
-            raise ValueError(f"TrainConfig.trace_steps must be >= 0 (0 = no trace), got {self.trace_steps}")
-        if self.clip_norm is not None and not self.clip_norm > 0:
-            raise ValueError(f"TrainConfig.clip_norm must be > 0 or None, got {self.clip_norm}")
+        # Counts are whole numbers (steps=2.5 would train 3 steps), lr and clip_norm finite and > 0.
+        checked = {f: check_count(getattr(self, f), f"TrainConfig.{f}", low, example=eg)
+                   for f, low, eg in (("steps", 1, 40), ("batch", 1, 8), ("seq", 1, 32), ("seed", 0, 0),
+                                      ("warmup", 0, 10), ("timed_from", 0, 2), ("trace_steps", 0, 0))}
+        checked["lr"] = check_real(self.lr, "TrainConfig.lr", 0.0, hint="; e.g. lr=3e-3")
+        if self.clip_norm is not None:
+            checked["clip_norm"] = check_real(self.clip_norm, "TrainConfig.clip_norm", 0.0,
+                                              hint="; e.g. clip_norm=1.0, or None for no clipping")
+        if not isinstance(self.loss_scale, ls.LossScaleConfig):
+            raise TypeError(f"TrainConfig.loss_scale must be a LossScaleConfig, got {self.loss_scale!r}; "
+                            f"e.g. loss_scale.LossScaleConfig(init_scale=2.0 ** 16) or loss_scale.static(1024.0)")
+        for k, v in checked.items():
+            object.__setattr__(self, k, v)  # frozen: set through object
         if self.fp32_matmul not in _FP32_MATMUL:
             raise ValueError(f"fp32_matmul must be one of {', '.join(_FP32_MATMUL)}, "
                              f"got {self.fp32_matmul!r}")

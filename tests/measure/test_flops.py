@@ -88,8 +88,12 @@ def test_bad_input_is_refused_clearly() -> None:
         flops.flops_per_token(CFG, T, "kaplan")
     with pytest.raises(ValueError, match="seq must be in 1..cfg.seq_len=32"):
         flops.flops_per_token(CFG, 33)
-    with pytest.raises(ValueError, match="batch must be positive"):
+    with pytest.raises(ValueError, match="batch must be >= 1, got 0"):
         flops.flops_per_step(CFG, 0, T)
+    with pytest.raises(TypeError, match=r"batch must be a whole number >= 1, got 2.5 \(float\)"):
+        flops.flops_per_step(CFG, 2.5, T)  # it returned a float FLOP count
+    with pytest.raises(TypeError, match=r"recompute .* must be a finite number in \[0, 1\], got '1' \(str\)"):
+        flops.hardware_flops_per_token(CFG, T, recompute="1")
     with pytest.raises(ValueError, match="params rule"):
         flops.param_count(CFG, "some")
 

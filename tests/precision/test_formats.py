@@ -187,6 +187,7 @@ def test_accumulation_errors_vs_float64() -> None:
     (lambda: precision.format_table(["TPU v5e", "H800X"]), ValueError, r"\['H800X'\]"),
     (lambda: precision.check_format(["bf16"]), TypeError, r"a format name such as 'bf16'.*got list \['bf16'\]"),
     (lambda: precision.round_mantissa(1.0, 2.5), TypeError, "mantissa_bits must be a whole number >= 0, got 2.5"),
+    (lambda: precision.round_mantissa("abc", 10), TypeError, r"x must be numbers \(a float, list or array\), got 'abc'"),
     (lambda: precision.sequential_sum(np.ones((2, 2)), "bf16"), ValueError, r"values must be 1-D.*\(2, 2\)"),
     (lambda: precision.accumulation_errors([0], frameworks=()), ValueError, r"lengths\[0\] must be >= 1, got 0"),
     (lambda: precision.accumulation_errors([-1], frameworks=()), ValueError, r"lengths\[0\] must be >= 1, got -1"),

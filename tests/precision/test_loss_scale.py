@@ -57,6 +57,13 @@ def test_the_rule_and_unscale_refuse_a_bad_scale(scale: object) -> None:
     assert torch.equal(p.grad, torch.ones(2))  # untouched
 
 
+@pytest.mark.parametrize("cfg", [None, {"dynamic": True}])
+def test_the_rule_refuses_a_config_that_is_not_one(cfg: object) -> None:
+    # It read cfg.dynamic first: None gave "'NoneType' object has no attribute 'dynamic'".
+    with pytest.raises(TypeError, match=r"cfg must be a LossScaleConfig, got .*static\(1024.0\)"):
+        ls.next_scale(8.0, 0, True, cfg)  # type: ignore[arg-type]
+
+
 def test_best_scales_names_the_keys_it_needs() -> None:
     with pytest.raises(ValueError, match=r"keys \['loss scale', 'rel error vs fp32', 'finite'\]; row 0 lacks \['rel error vs fp32'\]"):
         ls.best_scales([{"finite": True, "err": 0.1, "loss scale": 1.0}])

@@ -123,12 +123,27 @@ def test_bad_input() -> None:
         pt.TrainConfig(steps=0)
     with pytest.raises(ValueError, match="warmup must be >= 0"):
         pt.TrainConfig(warmup=-1)
-    with pytest.raises(ValueError, match="clip_norm must be > 0"):
+    with pytest.raises(ValueError, match="clip_norm must be a finite number > 0"):
         pt.TrainConfig(clip_norm=0.0)
     with pytest.raises(ValueError, match=r"init_scale \(the loss scale\) must be a finite number in \(0, "):
         pt.TrainConfig(loss_scale=ls.LossScaleConfig(init_scale=-8.0))
     with pytest.raises(ValueError, match="trace_steps must be >= 0"):
         pt.TrainConfig(trace_steps=-1)
+    # Issue-style bad input: a count given as a float or str, a NaN lr, nothing left to time, no loss-scale config.
+    with pytest.raises(TypeError, match=r"TrainConfig.steps must be a whole number >= 1, got 2.5 \(float\)"):
+        pt.TrainConfig(steps=2.5)
+    with pytest.raises(TypeError, match=r"TrainConfig.batch must be a whole number >= 1, got True"):
+        pt.TrainConfig(batch=True)
+    with pytest.raises(ValueError, match=r"TrainConfig.lr must be a finite number > 0, got nan; e.g. lr=3e-3"):
+        pt.TrainConfig(lr=float("nan"))
+    with pytest.raises(TypeError, match=r"TrainConfig.clip_norm must be a finite number > 0, got 'a'"):
+        pt.TrainConfig(clip_norm="a")
+    with pytest.raises(ValueError, match=r"TrainConfig.timed_from must be >= 0, got -1"):
+        pt.TrainConfig(timed_from=-1)
+    with pytest.raises(TypeError, match=r"loss_scale must be a LossScaleConfig, got None"):
+        pt.TrainConfig(loss_scale=None)
+    ok = pt.TrainConfig(steps=np.int64(3), timed_from=0, lr=np.float32(1e-3))
+    assert (type(ok.steps), type(ok.lr), ok.steps) == (int, float, 3)  # numpy scalars become Python numbers
     assert [pt.compute_dtype(p) for p in ("fp32", "bf16", "fp16_scaled")] == ["float32", "bfloat16", "float16"]
     with pytest.raises(ValueError, match="valid: fp32"):
         pt.compute_dtype("int8")
