@@ -212,7 +212,8 @@ class Confirmed:
 
     def __str__(self) -> str:
         verdict = "holds" if self.holds else "does NOT hold"
-        extra = "" if self.attempts == 1 else f" (after {self.attempts} measurements: noise hid it at first)"
+        # A re-measured claim: noise hid a real effect at first -- or, with no effect, made it hold by chance.
+        extra = "" if self.attempts == 1 else f" (on measurement {self.attempts}: noise hid it at first, or made it)"
         return f"claim {verdict}{extra}"
 
 
@@ -229,8 +230,10 @@ def confirm(
     On a shared machine other work only ever *adds* time, so each point keeps its best value over
     all attempts -- the same rule as "the fastest of several repeats", with more repeats. Up to
     ``attempts`` measurements are taken, stopping as soon as the claim holds; ``first`` is an
-    already taken measurement that counts as attempt 1. The caller asserts ``.holds``: a claim that
-    is false stays false however often it is measured.
+    already taken measurement that counts as attempt 1. The caller asserts ``.holds``. The rule
+    favours the claim: between two points with no real difference, each attempt is another chance
+    for noise to order them as claimed (at 5 attempts, most such claims hold). So a claim that
+    compares points must ask for a margin above their noise, e.g. ``v[1] > 1.05 * v[0]``.
     """
     attempts = check_number("attempts", attempts, count=True)
     best = max if higher_is_better else min

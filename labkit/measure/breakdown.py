@@ -39,7 +39,7 @@ OP_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (MATMUL, ("aten::mm", "aten::bmm", "addmm", "baddbmm", "_mm", "gemm", "cutlass", "xmma", "matmul")),
     (ATTENTION, ("scaled_dot_product", "flash", "fmha", "attention")),
     ("loss + embedding", ("log_softmax", "nll_loss", "cross_entropy", "embedding")),
-    ("LayerNorm / GELU / softmax", ("layer_norm", "gelu", "softmax", "tanh")),
+    ("LayerNorm / GELU / softmax", ("layer_norm", "layernorm", "gelu", "softmax", "tanh")),  # autograd: NativeLayerNormBackward0
     ("optimizer + grad clip", ("optimizer", "adam", "foreach")),  # before "fused": FusedAdam is the optimizer
     (FUSED, ("triton", "fused", "compiledfunction")),
     ("optimizer + grad clip", ("sqrt", "addcdiv", "addcmul", "lerp", "mul_", "add_", "div", "norm", "clamp",

@@ -57,9 +57,10 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("causal", "matmul", True, "MaxText (causal attention halved)",
             "N = matmul weights incl. the head; attention counted for half the T×T scores, "
             "as causal flash kernels skip the masked tiles"),
-    Variant("matmul", "matmul", False, "exact for this model: every matmul it runs",
+    Variant("matmul", "matmul", False, "every matmul of the XLA / math-attention program",
             "N = matmul weights (layers + tied head), full T×T attention: what XLA's dots "
-            "and torch's FlopCounterMode (math attention) count"),
+            "and torch's FlopCounterMode (math attention) count; a causal flash kernel skips "
+            "masked tiles and recomputes q·kᵀ in its backward, so it runs other counts"),
 )}
 
 

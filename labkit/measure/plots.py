@@ -70,6 +70,8 @@ def plot_mfu_sweeps(batches: Sequence[int], sweep_batch: Mapping[str, Sequence[U
     """MFU against batch and sequence length, per precision and per compilation mode, step times beside (Lab 02)."""
     fig, axs = plt.subplots(2, 2, figsize=(11, 7.5))
     for fw, m in {"jax": "o-", "torch": "s--"}.items():
+        if fw not in sweep_batch:  # torch on a TPU host's CPU (no torch-xla): the lab leaves it out
+            continue
         for ax, xs, pts in ((axs[0, 0], batches, sweep_batch[fw]), (axs[0, 1], seqs, sweep_seq[fw])):
             ax.plot(xs, [u.value * 100 for u in pts], m, label=fw, color=FRAMEWORK_COLORS[fw])
             for i, (x, u) in enumerate(zip(xs, pts)):  # the step time each MFU came from

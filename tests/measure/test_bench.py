@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import random
 import statistics
 
 import numpy as np
+
 import pytest
 
 from labkit.measure import bench
@@ -167,10 +169,26 @@ def test_confirm_reports_a_false_claim_after_every_attempt() -> None:
     assert "does NOT hold" in str(got)
 
 
+def test_confirm_favours_the_claim_unless_it_asks_for_a_margin() -> None:
+    # Two points with no real difference (rates; noise only adds time, 3% on average): each attempt is a
+    # new chance for noise to order them as claimed, so "b beats a" mostly "holds" by chance. A 5% margin
+    # above the noise, as Lab 02's batch claim asks, makes that rare.
+    rng = random.Random(0)
+
+    def same_point_twice() -> list[float]:
+        return [1.0 / (1.0 + rng.expovariate(1 / 0.03)) for _ in range(2)]
+
+    def rate(margin: float) -> float:
+        return sum(bench.confirm(same_point_twice, lambda v: v[1] > (1 + margin) * v[0], attempts=5).holds
+                   for _ in range(1000)) / 1000
+
+    assert rate(0.0) > 0.6 and rate(0.05) < 0.15
+
+
 def test_confirm_merges_times_by_minimum_and_counts_the_first_measurement() -> None:
     got = bench.confirm(lambda: (0.5, 0.9), lambda v: v[0] < 0.6, higher_is_better=False, first=(0.8, 0.7))
     assert got.values == (0.5, 0.7) and got.attempts == 2 and got.holds
-    assert "after 2 measurements" in str(got)
+    assert "on measurement 2" in str(got)
     with pytest.raises(ValueError, match="attempts"):
         bench.confirm(lambda: (1.0,), lambda v: True, attempts=0)
     with pytest.raises(ValueError, match="returned 1 values"):

@@ -80,6 +80,9 @@ def test_exact_launcher_names() -> None:
     assert bd.op_category("aten::_fused_adamw_") == "optimizer + grad clip"
     assert bd.op_category("aten::copy_") == "copies / dtype casts"
     assert bd.op_category("aten::view") == bd.OTHER
+    # Autograd names its nodes without underscores: LayerNorm's backward is not the optimizer's "norm".
+    for op in ("NativeLayerNormBackward0", "aten::native_layer_norm_backward", "GeluBackward0"):
+        assert bd.op_category(op) == "LayerNorm / GELU / softmax", op
 
 
 def test_unlinked_kernels_fall_back_to_their_name_and_say_so() -> None:

@@ -66,6 +66,12 @@ def test_mfu_sweeps_carry_gains_and_step_times() -> None:
                                  (16, 64), {"jax": [_u(0.2, 5.0), _u(0.3, 20.0)], "torch": [_u(0.2, 5.0), _u(0.4, 18.0)]},
                                  precision, compiled, "vs spec bf16 peak", "chip")
     assert flat.axes[0].get_title() == "Batch size: MFU x0.95 (jax), x3.00 (torch)"  # no claim the data refutes
+    # A TPU runtime without torch-xla: torch ran on the host CPU, so the lab passes JAX alone.
+    tpu = plots.plot_mfu_sweeps((1, 8), {"jax": [_u(0.1, 4.0), _u(0.3, 10.0)]}, (16, 64), {"jax": [_u(0.2, 5.0), _u(0.3, 20.0)]},
+                                {k: v for k, v in precision.items() if k[0] == "jax"}, {"jax jit": _u(0.3, 36.0)},
+                                "vs spec bf16 peak", "TPU v5e")
+    assert [len(ax.get_lines()) for ax in tpu.axes[:2]] == [1, 1] and len(tpu.axes[2].patches) == 2
+    assert tpu.axes[0].get_title().endswith("x3.00 (jax)") and tpu.axes[2].get_title() == "Faster step: bf16 x11.11 (jax)"
 
 
 def test_training_curves_mark_validation_and_uniform_guess() -> None:
