@@ -22,15 +22,16 @@ a sweep of slow rates costs no idle wall time, and with a fake engine and a fake
 end-of-text), as vLLM's random dataset with ``--ignore-eos``; request parsing, tokenization
 and the network are not in the clock.
 
-Metrics, per request, with vLLM's definitions (``benchmarks/benchmark_serving.py``,
-``calculate_metrics``, and ``backend_request_func.py``, whose TGI client times TGI the same way;
-vllm-project/vllm): request sent at arrival ``a``, token i received at ``t_i``:
+Metrics, per request, with the definitions of vLLM's serving benchmark, ``vllm bench serve``
+(vllm-project/vllm: ``calculate_metrics`` in ``vllm/benchmarks/serve.py``, per-request timing in
+``vllm/benchmarks/lib/endpoint_request_func.py``; before the CLI it was the script
+``benchmarks/benchmark_serving.py``): request sent at arrival ``a``, token i received at ``t_i``:
 
 - **TTFT** = t_1 - a (queueing + prefill + first token);
 - **ITL** = t_{i+1} - t_i, every gap of every request pooled;
 - **TPOT** = (e2e - TTFT) / (n - 1), time per output token *excluding the first*, over requests
   with n > 1 (a 1-token request counts as TPOT 0 for goodput, as in vLLM);
-- **E2E** = t_n - a;
+- **E2E** = t_n - a (vLLM calls it E2EL, end-to-end latency);
 - percentiles with ``np.percentile`` (linear), as vLLM; throughput = output tokens / duration,
   duration = start (first arrival, 0) to the last token;
 - **goodput** = requests/s that meet *every* given SLO (metric <= threshold), vLLM's

@@ -15,7 +15,7 @@ from matplotlib import ticker
 from matplotlib.figure import Figure
 
 from labkit.export.load import LoadStats
-from labkit.export.serve import ServeStats
+from labkit.export.serve import FASTEST_MARGIN, ServeStats, fastest
 
 
 def _plain_log_ticks(ax: plt.Axes) -> None:
@@ -41,15 +41,12 @@ def plot_training_loss(losses: Sequence[float], platform: str, vocab_size: int =
     return fig
 
 
-FASTEST_MARGIN = 1.10  # a path is named fastest only when it beats the next by more than this factor
-
-
 def _fastest(tps: dict[str, float]) -> str:
-    """The path with the most tokens/s, named only if it beats the next by FASTEST_MARGIN."""
-    ranked = sorted(tps, key=lambda p: tps[p], reverse=True)
-    if len(ranked) < 2 or tps[ranked[0]] > FASTEST_MARGIN * tps[ranked[1]]:
-        return f"fastest {ranked[0]}"
-    return f"{ranked[0]} ≈ {ranked[1]} (within {FASTEST_MARGIN - 1:.0%}: no clear fastest)"
+    """The path with the most tokens/s, named only if it beats the next by FASTEST_MARGIN (serve.fastest's rule)."""
+    first, tie = fastest(tps)
+    if tie is None:
+        return f"fastest {first}"
+    return f"{first} ≈ {tie} (within {FASTEST_MARGIN - 1:.0%}: no clear fastest)"
 
 
 def plot_serving_sweep(stats: Sequence[ServeStats]) -> Figure:

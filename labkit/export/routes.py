@@ -69,8 +69,6 @@ def save_bundle(model: Any, path: str | Path, programs: tuple[str, ...] = ("forw
     Everything (programs, key, manifest) is checked before the disk is touched, and the folder is
     swapped in whole (``labkit.export.publish``): a failure leaves the previous bundle as it was.
     """
-    import jax
-
     if isinstance(programs, str):  # a str is a sequence of letters: "forward" would ask for 'f', 'o', ...
         raise TypeError(f"programs must be a list of names, got the str {programs!r}: pass [{programs!r}]")
     export = {"forward": export_forward, "step": export_step}
@@ -82,10 +80,9 @@ def save_bundle(model: Any, path: str | Path, programs: tuple[str, ...] = ("forw
     cfg: GPTConfig = model.cfg
     data, wmanifest = weights_bytes(model, source)
     progs = {}
-    with jax.default_matmul_precision("highest"):  # baked into the artifact: true fp32 matmuls everywhere
-        for name in programs:
-            exp = export[name](cfg, platforms=platforms)
-            progs[name] = (exp.serialize(), list(exp.platforms))
+    for name in programs:  # each export bakes "highest" matmul precision in: true fp32 matmuls everywhere
+        exp = export[name](cfg, platforms=platforms)
+        progs[name] = (exp.serialize(), list(exp.platforms))
     info = {"frameworks": wmanifest["frameworks"], "source": wmanifest["source"],
             "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     return publish.write(path, asdict(cfg), data, progs, info, key=key)  # signed inside: one swap

@@ -3,9 +3,10 @@
 One loop, five *decoders* (the same KV-cache step, run different ways):
 
 - ``TorchDecoder(model, "eager")`` — PyTorch, op by op (CUDA or CPU);
-- ``TorchDecoder(model, "compile")`` — ``torch.compile`` (Inductor) of the step; pays off on
-  a GPU, where launch overhead dominates a small model's decode; on a small CPU its C++ compile
-  costs more than it saves in a short run, so the smoke profile skips it;
+- ``TorchDecoder(model, "compile")`` — ``torch.compile`` (Inductor, default mode) of the step; skipped
+  on a CPU (its C++ compile outlasts the run). On a GPU the sweep measures whether it pays: a small
+  decode step is launch-bound and default-mode Inductor still launches kernel by kernel (an H100 had it
+  at 0.74-0.86x eager's tokens/s, an H200 1.2-1.5x); a CUDA graph (``labkit.export.cuda_graph``) removes that;
 - ``TorchDecoder(model, "export")`` — the ``torch.export`` program of ``labkit.export.routes``;
 - ``JaxDecoder.native(cfg, flat)`` — the JAX step, ``jax.jit``-ed;
 - ``JaxDecoder.from_exported(exported, flat)`` — the deserialized StableHLO artifact.
@@ -27,7 +28,7 @@ import math
 import numbers
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -361,6 +362,28 @@ def sweep(decoders: Sequence[Any], batches: Sequence[int], prompt_len: int, new_
           repeats: int = 5) -> list[ServeStats]:
     """benchmark() for every decoder and batch size (Lab 05)."""
     return [benchmark(d, b, prompt_len, new_tokens, repeats) for d in decoders for b in batches]
+
+
+FASTEST_MARGIN = 1.10  # a path is named fastest only when it beats the next by more than this factor
+
+
+def fastest(tps: Mapping[str, float]) -> tuple[str, str | None]:
+    """(Lab 05) The path with the most tokens/s, and the runner-up if within FASTEST_MARGIN (a tie), else None."""
+    if not tps:
+        raise ValueError("no paths to rank: pass {path: tokens/s} with at least one path")
+    ranked = sorted(tps, key=lambda p: tps[p], reverse=True)
+    if len(ranked) < 2 or tps[ranked[0]] > FASTEST_MARGIN * tps[ranked[1]]:
+        return ranked[0], None
+    return ranked[0], ranked[1]
+
+
+def best_path(stats: Sequence[ServeStats], batch: int) -> str:
+    """(Lab 05) The fastest path at `batch`, or "A ≈ B" when B is within FASTEST_MARGIN of A: noise decides a tie."""
+    tps = {s.path: s.tokens_per_s for s in stats if s.batch == batch}
+    if not tps:
+        raise ValueError(f"no stats at batch {batch!r}; batches measured: {sorted({s.batch for s in stats})}")
+    first, tie = fastest(tps)
+    return first if tie is None else f"{first} ≈ {tie}"
 
 
 def torch_over_jax(stats: Sequence[ServeStats], batch: int) -> dict[str, Any] | None:

@@ -15,6 +15,11 @@ Programs travel, and are loaded, only inside a bundle (``labkit.export.bundle``)
 - ``export_forward``: ``(flat, tokens (b, t) int32) -> logits (b, t, vocab)``, the FlaxGPT
   forward pass, symbolic ``b`` and ``t <= seq_len``.
 - ``export_step``: the KV-cache decode step of ``labkit.export.kv_cache.jax_step_fn`` for serving.
+
+Both export under ``jax.default_matmul_precision(precision)``, "highest" by default: the precision is
+written into every ``dot_general`` of the artifact (``precision = [HIGHEST, HIGHEST]``), so the file
+computes true fp32 matmuls on every platform it runs on. Without it a TPU runs an fp32 matmul as one
+bf16 pass (DEFAULT): 8 significant bits, not fp32 rounding, and the lab's fp32 parity check would fail.
 """
 
 from __future__ import annotations
@@ -36,6 +41,15 @@ from labkit.export.kv_cache import flax_from_flat_fn, jax_step_fn
 from labkit.gpt.config import GPTConfig, param_shapes
 
 PLATFORMS = ("cpu", "cuda", "tpu")  # lowered for all three at once; the runner picks its own
+PRECISIONS = ("highest", "high", "default")  # jax.default_matmul_precision names; "highest" = true fp32
+
+
+def _precision(precision: str) -> str:
+    """precision checked against PRECISIONS, so a typo is refused before minutes of exporting."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS} ('highest': fp32 matmuls on every platform), "
+                         f"got {precision!r}")
+    return precision
 
 
 def forward_fn(cfg: GPTConfig) -> Callable[[dict[str, Any], Any], Any]:
@@ -60,8 +74,8 @@ def weight_specs(cfg: GPTConfig) -> dict[str, Any]:
     return {k: jax.ShapeDtypeStruct(v, jnp.float32) for k, v in param_shapes(cfg).items()}
 
 
-def export_forward(cfg: GPTConfig, platforms: tuple[str, ...] = PLATFORMS) -> Any:
-    """jax.export of the forward pass for `platforms`, batch `b` and length `t` symbolic (Lab 05)."""
+def export_forward(cfg: GPTConfig, platforms: tuple[str, ...] = PLATFORMS, precision: str = "highest") -> Any:
+    """jax.export of the forward pass for `platforms`, batch `b` and length `t` symbolic, at `precision` (Lab 05)."""
     import jax
     import jax.numpy as jnp
 
@@ -69,20 +83,36 @@ def export_forward(cfg: GPTConfig, platforms: tuple[str, ...] = PLATFORMS) -> An
     b, t = jax.export.symbolic_shape("b, t", constraints=(f"t <= {cfg.seq_len}",))
     tokens = jax.ShapeDtypeStruct((b, t), jnp.int32)
     fn = _tagged(forward_fn(cfg), cfg, "forward")
-    return jax.export.export(jax.jit(fn), platforms=platforms)(weight_specs(cfg), tokens)
+    with jax.default_matmul_precision(_precision(precision)):  # written into every dot_general of the file
+        return jax.export.export(jax.jit(fn), platforms=platforms)(weight_specs(cfg), tokens)
 
 
-def export_step(cfg: GPTConfig, max_len: int | None = None, platforms: tuple[str, ...] = PLATFORMS) -> Any:
+def export_step(cfg: GPTConfig, max_len: int | None = None, platforms: tuple[str, ...] = PLATFORMS,
+                precision: str = "highest") -> Any:
     """jax.export of the KV-cache step (flat, tokens, k, v, start, pad), batch and t symbolic (Lab 05)."""
     import jax
     import jax.numpy as jnp
 
+    precision = _precision(precision)
     max_len = max_len or cfg.seq_len
     b, t = jax.export.symbolic_shape("b, t", constraints=(f"t <= {max_len}",))
     cache = jax.ShapeDtypeStruct((cfg.n_layer, b, max_len, cfg.n_head, cfg.head_dim), jnp.float32)
     args = (weight_specs(cfg), jax.ShapeDtypeStruct((b, t), jnp.int32), cache, cache,
             jax.ShapeDtypeStruct((), jnp.int32), jax.ShapeDtypeStruct((b,), jnp.int32))
-    return jax.export.export(jax.jit(_tagged(jax_step_fn(cfg), cfg, "step")), platforms=platforms)(*args)
+    with jax.default_matmul_precision(precision):  # written into every dot_general of the file
+        return jax.export.export(jax.jit(_tagged(jax_step_fn(cfg), cfg, "step")), platforms=platforms)(*args)
+
+
+def matmul_precisions(exported: Any) -> dict[str, int]:
+    """How many dot_generals of an artifact carry each precision, e.g. {"HIGHEST": 39} (Lab 05)."""
+    counts: dict[str, int] = {}
+    for line in exported.mlir_module().splitlines():
+        if "stablehlo.dot_general" in line:
+            m = re.search(r"precision = \[(\w+), (\w+)\]", line)
+            # no attribute: DEFAULT, the backend's choice (one bf16 pass for fp32 on a TPU)
+            key = "DEFAULT" if m is None else (m[1] if m[1] == m[2] else f"{m[1]},{m[2]}")
+            counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 FORWARD_NAMES = (("flat", "tokens"), ("logits",))  # (input names, output names)

@@ -54,7 +54,9 @@ def test_greedy_mismatch_fails_except_at_near_ties(ref: R.Reference) -> None:
     clear = ref.margin[0, 0] >= 2e-4
     assert R.check(ref, logits, greedy, tol=1e-4).ok is (not clear)
     wide = R.check(ref, logits, greedy, tol=float(ref.margin.max()))  # everything a near-tie
-    assert wide.ok and wide.near_ties == ref.margin.size
+    # row 0 took the other token at its first position: its 15 later tokens are not compared
+    n_new = ref.greedy.shape[1]
+    assert wide.ok and wide.near_ties == ref.margin.size - (n_new - 1) and wide.after_tie == n_new - 1
     with pytest.raises(ValueError, match="shapes"):
         R.check(ref, logits[:1], greedy, tol=1e-4)
 
@@ -78,3 +80,91 @@ def test_metrics_against_hand_values() -> None:
     assert R.kl_divergence(p, p) == pytest.approx(0.0, abs=1e-12)
     assert R.top1_agreement(np.array([[0, 1.0], [1.0, 0]]), np.array([[0, 1.0], [0, 1.0]])) == 0.5
     assert R.top2_margin(np.array([1.0, 3.0, 2.5])) == pytest.approx(0.5)
+
+
+def _synthetic(margin: np.ndarray, greedy: np.ndarray) -> R.Reference:
+    """A reference with hand-made greedy tokens and margins (logits unused by the greedy half)."""
+    n, new = greedy.shape
+    return R.Reference(Path("unused"), np.zeros((n, 4), np.int32), np.zeros((n, 4, 8), np.float32), 2,
+                       greedy, margin.astype(np.float32))
+
+
+def test_a_row_that_took_the_other_token_at_a_near_tie_is_not_compared_after_it() -> None:
+    # Row 0: a near-tie at position 1 (margin 1e-5 < 2 * tol); row 1: clear winners everywhere.
+    margin = np.full((2, 5), 1.0)
+    margin[0, 1] = 1e-5
+    want = np.array([[1, 2, 3, 4, 5], [1, 2, 3, 4, 5]])
+    ref = _synthetic(margin, want)
+    logits = np.zeros_like(ref.logits)
+    # A correct runtime took the runner-up at the tie: free-running, every later token of row 0 differs.
+    got = np.array([[1, 9, 8, 7, 6], [1, 2, 3, 4, 5]])
+    c = R.check(ref, logits, got, tol=1e-4)
+    assert c.ok and c.greedy_mismatches == 0 and c.near_ties == 1 and c.after_tie == 3, c
+    assert "3 tokens after a near-tie taken the other way not compared" in str(c)
+    # The same divergence without a tie behind it is a mismatch at every position.
+    c = R.check(_synthetic(np.full((2, 5), 1.0), want), logits, got, tol=1e-4)
+    assert not c.ok and c.greedy_mismatches == 4 and c.after_tie == 0, c
+    # Row 0 kept the reference's token at the tie: later tokens stay compared, and row 1's error counts.
+    got = np.array([[1, 2, 3, 4, 0], [1, 2, 3, 0, 5]])
+    c = R.check(ref, logits, got, tol=1e-4)
+    assert not c.ok and c.greedy_mismatches == 2 and c.after_tie == 0, c
+
+
+def test_a_decode_loop_bug_fails_the_greedy_check_with_logits_in_tolerance(ref: R.Reference) -> None:
+    model = _model(ref)
+    with torch.no_grad():
+        fn = lambda t: model(torch.from_numpy(t).long()).numpy()  # noqa: E731
+        off_by_one = lambda t: np.roll(fn(t), 1, axis=1)  # noqa: E731  reads the logits one position early
+        c = R.check(ref, fn(ref.tokens), R.greedy_tokens(off_by_one, ref.tokens[:, :ref.prompt_len],
+                                                          ref.greedy.shape[1]), tol=1e-4)
+    assert c.max_abs_logit_diff <= 1e-4 and c.greedy_mismatches > 0 and not c.ok, c
+
+
+def _perturbed(ref: R.Reference, how: str) -> torch.nn.Module:
+    m = _model(ref)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in m.parameters():
+            if how == "fp8":  # weights rounded to fp8 e4m3 (no scaling): a broken low-precision conversion
+                p.copy_(p.to(torch.float8_e4m3fn).float())
+            else:  # 5% multiplicative noise on every weight
+                p.mul_(1 + 0.05 * torch.randn(p.shape, generator=g))
+    return m
+
+
+@pytest.mark.parametrize("how", ["fp8", "noise"])
+def test_bf16_gate_fails_a_broken_conversion_on_kl(ref: R.Reference, how: str) -> None:
+    verdict = R.judge_low_precision(ref.logits, _run(ref, _perturbed(ref, how))[0])
+    assert not verdict["ok"] and verdict["kl_nats"] > R.BF16_KL_MAX, verdict  # KL alone catches it
+    bf16 = R.judge_low_precision(ref.logits, _run(ref, _model(ref).to(torch.bfloat16))[0])
+    assert bf16["kl_nats"] < R.BF16_KL_MAX / 10 < verdict["kl_nats"] / 10, (bf16, verdict)  # margin both ways
+
+
+def test_kl_sees_what_top1_cannot(ref: R.Reference) -> None:
+    # Logits divided by 1.05 (a temperature slip): every argmax kept, the distribution is not.
+    verdict = R.judge_low_precision(ref.logits, ref.logits / 1.05)
+    assert verdict["top1_agreement"] == 1.0 and not verdict["ok"] and verdict["kl_nats"] > R.BF16_KL_MAX
+
+
+@pytest.mark.parametrize("devices, routes, exercised", [
+    ({"StableHLO": "tpu", "PyTorch": "cpu"}, ("StableHLO",), True),  # TPU runtime: torch stays on the host
+    ({"StableHLO": "gpu", "PyTorch": "cuda"}, ("StableHLO", "PyTorch"), True),  # GPU runtime
+    ({"StableHLO": "cpu", "PyTorch": "cpu"}, ("StableHLO", "PyTorch"), False),  # CPU: nothing moved
+    ({"StableHLO": "cpu", "PyTorch": "cuda"}, ("PyTorch",), True),  # jax CPU-only wheel next to a GPU
+])
+def test_cross_device_figure_comes_from_the_routes_that_left_the_cpu(devices, routes, exercised) -> None:
+    assert R.routes_off_host(devices) == (routes, exercised)
+    checks = {"StableHLO": R.Check(1e-6, 1e-3, 0, 0, 8), "PyTorch": R.Check(5e-6, 1e-3, 0, 0, 8)}
+    got = R.cross_device(checks, devices)
+    assert got["exercised"] is exercised and got["routes"] == [f"{r} on {devices[r]}" for r in routes]
+    assert got["max_abs_logit_diff"] == max(checks[r].max_abs_logit_diff for r in routes)
+    assert got["by_route"] == {f"{r} on {d}": checks[r].max_abs_logit_diff for r, d in devices.items()}
+
+
+def test_cross_device_refuses_bad_devices() -> None:
+    with pytest.raises(ValueError, match="devices is empty"):
+        R.routes_off_host({})
+    with pytest.raises(ValueError, match="names such as 'cpu'.*'PyTorch': None"):
+        R.routes_off_host({"PyTorch": None})
+    with pytest.raises(ValueError, match="same routes"):
+        R.cross_device({"a": R.Check(0.0, 1e-3, 0, 0, 1)}, {"b": "cpu"})

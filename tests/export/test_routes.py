@@ -227,3 +227,16 @@ def test_torch_xla_route_is_guarded() -> None:
         pytest.skip("torch-xla is installed here: test_torch_xla_route_trains_like_eager_torch runs the route")
     with pytest.raises(RuntimeError, match="torch-xla is not installed"):
         export.train_torch_xla(CFG, np.arange(1000) % 256, steps=1)
+
+
+def test_exports_bake_highest_precision_into_every_matmul() -> None:
+    """export_forward/export_step alone (no precision context) carry HIGHEST on every dot_general:
+    a TPU would otherwise run the artifact's fp32 matmuls as one bf16 pass and miss the 1e-3 parity."""
+    for exp in (export_hlo.export_forward(CFG, platforms=("cpu",)), export_hlo.export_step(CFG, platforms=("cpu",))):
+        counts = export_hlo.matmul_precisions(exp)
+        assert set(counts) == {"HIGHEST"} and counts["HIGHEST"] >= 4 * CFG.n_layer, counts
+        assert exp.mlir_module().count("stablehlo.dot_general") == counts["HIGHEST"]
+    default = export_hlo.matmul_precisions(export_hlo.export_forward(CFG, platforms=("cpu",), precision="default"))
+    assert set(default) == {"DEFAULT"}, default  # the counter sees a missing attribute too
+    with pytest.raises(ValueError, match="precision must be one of .* got 'fp32'"):
+        export_hlo.export_forward(CFG, precision="fp32")

@@ -215,3 +215,20 @@ def test_torch_over_jax_picks_the_fastest_torch_path_and_divides_by_jax_jit() ->
     assert cmp["by_path"] == {"torch eager": 0.5, "torch eager + CUDA graph": 1.5}  # StableHLO is not torch
     assert cmp["jax_jit_tokens_per_s"] == 200.0 and cmp["best_torch_tokens_per_s"] == 300.0
     assert serve.torch_over_jax(stats, 8) is None  # no JAX jit row at batch 8
+
+
+def test_best_path_records_a_tie_by_the_plots_10_percent_rule() -> None:
+    def st(path: str, batch: int, tps: float) -> serve.ServeStats:
+        return serve.ServeStats(path, batch, 4, 4, 1.0, 1.0, 1.0, 1.0, tps, 1)
+
+    # the Lab 05 smoke run: StableHLO 19,635 vs JAX jit 18,390 tokens/s (+7%) is a tie, not a winner
+    stats = [st("StableHLO", 8, 19635.0), st("JAX jit", 8, 18390.0), st("torch eager", 8, 9000.0),
+             st("torch eager", 1, 1000.0), st("JAX jit", 1, 1200.0)]
+    assert serve.best_path(stats, 8) == "StableHLO ≈ JAX jit"
+    assert serve.best_path(stats, 1) == "JAX jit"  # 1.2x > 1.1x: a clear winner
+    assert serve.best_path(stats[:1], 8) == "StableHLO"  # one path: named
+    assert serve.fastest({"a": 110.0, "b": 100.0}) == ("a", "b")  # exactly 10% is still a tie
+    with pytest.raises(ValueError, match="no stats at batch 32; batches measured: \\[1, 8\\]"):
+        serve.best_path(stats, 32)
+    with pytest.raises(ValueError, match="no paths to rank"):
+        serve.fastest({})
