@@ -7,7 +7,7 @@ Modules:
 - ``fp8``         scaled fp8 matmuls: e4m3 forward, e5m2 gradients (JAX), which chips have fp8
 - ``recipes``     fp8 scaling recipes: current, delayed (amax history), per-block MXFP8; saturation, accumulation
 - ``noise``       is a loss curve different from fp32's, or only as different as another seed?
-- ``causality``   does a run's forward still see only the past in its dtype? (a leak probe)
+- ``causality``   does a run's training step (forward and backward) still see only the past? (a leak probe)
 - ``fp8_train``   a short fp8 training run per recipe: a numpy MLP, every matmul through fp8
 - ``amp``         PyTorch AMP: what autocast keeps in fp32, unscale_ before clipping, bf16 without a scaler
 - ``speed``       bf16 against TF32 and true fp32: variants, memory estimate, speed-ups

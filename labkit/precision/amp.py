@@ -106,21 +106,36 @@ def softmax_in_low_precision(device: str = "cpu", dtype: Any = None, seed: int =
     return _roundings(e / s, torch.softmax(x.float(), -1), dtype)
 
 
-def clip_after_scaling(scale: float = 2.0**16, max_norm: float = 1.0, seed: int = 0) -> dict[str, float]:
-    """(Lab 04) Norm of the applied gradient when clipping after ``GradScaler.unscale_`` vs on the scaled grads."""
+OPTIMIZERS = ("sgd", "adamw")  # clip_after_scaling's optimizers: SGD(lr=1) shows the update's size directly
+
+
+def clip_after_scaling(scale: float = 2.0**16, max_norm: float = 1.0, seed: int = 0,
+                       optimizer: str = "sgd") -> dict[str, float]:
+    """(Lab 04) Norm of one applied update when clipping after ``GradScaler.unscale_`` vs on the scaled grads.
+
+    ``optimizer="sgd"`` (lr 1): the update is the applied gradient, so clipping the scaled gradients
+    shrinks it by the scale. ``"adamw"`` (lr 1e-3, no weight decay, as Lab 04's training): Adam divides
+    by the gradient's own running size, so the scale mostly cancels and the update barely changes;
+    what breaks there is the clip itself, which sees ``scale`` x the true norm and fires on every step.
+    """
     import torch
 
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
     out = {}
     for unscale_first in (True, False):
         torch.manual_seed(seed)
         p = torch.nn.Parameter(torch.randn(1000))
-        opt = torch.optim.SGD([p], lr=1.0)
+        opt = (torch.optim.SGD([p], lr=1.0) if optimizer == "sgd"
+               else torch.optim.AdamW([p], lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0))
         scaler = torch.amp.GradScaler("cpu", init_scale=scale, growth_interval=10**6)
         before = p.detach().clone()
         scaler.scale((p * torch.randn(1000, generator=torch.Generator().manual_seed(1))).sum()).backward()
         out["true grad norm"] = float(p.grad.norm()) / scale
         if unscale_first:
             scaler.unscale_(opt)  # grads / scale, in place, remembered: step() will not divide again
+        else:
+            out["norm the clip sees"] = float(p.grad.norm())  # scale x the true norm
         torch.nn.utils.clip_grad_norm_([p], max_norm)
         scaler.step(opt)  # SGD lr 1: the update is minus the applied gradient
         scaler.update()

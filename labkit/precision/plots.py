@@ -148,6 +148,10 @@ def plot_loss_curves(losses: Mapping[tuple[str, str], Sequence[float]],
     worst_key = max(judgements, key=lambda k: judgements[k].ratio)
     worst = judgements[worst_key]
     verdict = "within noise" if all(j.within_noise for j in judgements.values()) else "NOT within noise"
+    beats = [f"{fw} {p}" for (fw, p), j in judgements.items() if j.beats_fp32]
+    verdict += f"; {', '.join(beats)} ends below fp32 all run: suspicious" if beats else ""
+    dx.axvspan(len(losses[worst_key]) - worst.tail + 0.5, len(losses[worst_key]) + 0.5, color="C1", alpha=0.06,
+               zorder=0, label=f"last {worst.tail} steps: the end gap")
     dx.set_title(f"Largest gap: {worst_key[0]} {worst_key[1]} {worst.gap:.2g} nats = {worst.ratio:.2g}x the "
                  f"fp32 seed floor ({verdict}, k = {worst.k:g})", fontsize=9)
     dx.legend(fontsize=7)

@@ -167,24 +167,58 @@ def _torch_dtype(precision: str) -> Any:
     return getattr(torch, compute_dtype(precision))
 
 
-def saved_bytes_torch(model: Any, precision: str, x: Any) -> int:
-    """(Lab 04) Bytes autograd saves for backward under autocast (saved_tensors_hooks, deduped)."""
+def saved_tensors_torch(model: Any, precision: str, x: Any) -> list[tuple[str, tuple[int, ...], int]]:
+    """(Lab 04) (dtype, shape, bytes) per storage autograd saves for backward under autocast (deduped)."""
     import torch
 
     from labkit.gpt.torch_model import torch_loss
 
-    storages: dict[int, int] = {}
+    storages: dict[int, tuple[str, tuple[int, ...], int]] = {}
 
     def pack(t: torch.Tensor) -> torch.Tensor:
-        s = t.untyped_storage()
-        storages[s.data_ptr()] = s.nbytes()  # one storage may be saved by several ops
+        s = t.untyped_storage()  # one storage may be saved by several ops: counted once
+        storages.setdefault(s.data_ptr(), (str(t.dtype).replace("torch.", ""), tuple(t.shape), s.nbytes()))
         return t
 
     dev, dt = x.device.type, _torch_dtype(precision)
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         with torch.autocast(dev, dtype=dt, enabled=dt != torch.float32):
             torch_loss(model, x, x)
-    return int(sum(storages.values()))
+    return list(storages.values())
+
+
+def saved_bytes_torch(model: Any, precision: str, x: Any) -> int:
+    """(Lab 04) Bytes autograd saves for backward under autocast (saved_tensors_hooks, deduped)."""
+    return int(sum(b for _, _, b in saved_tensors_torch(model, precision, x)))
+
+
+def saved_breakdown(framework: str, cfg: GPTConfig, precision: str, x: np.ndarray, flat: dict[str, np.ndarray],
+                    device: Any = "cpu") -> list[dict[str, Any]]:
+    """(Lab 04) What one step keeps for backward, by dtype and shape: rows {dtype, shape, count, MB}, largest first.
+
+    The same count as the run's ``memory["saved_for_backward"]`` (JAX: the vjp's residuals; torch: the
+    storages autograd saved), for ``x`` (batch, seq) at the training shape.
+    """
+    if framework == "jax":
+        import importlib
+
+        items = importlib.import_module(_LAZY["saved_tensors_jax"]).saved_tensors_jax(cfg, precision, x, flat)
+    elif framework == "torch":
+        import torch
+
+        from labkit.gpt.convert import load_flat_params
+        from labkit.gpt.data import to_torch
+        from labkit.gpt.torch_model import TorchGPT
+
+        dev = torch.device(device)
+        items = saved_tensors_torch(load_flat_params(TorchGPT(cfg), flat).to(dev), precision, to_torch(x, dev))
+    else:
+        raise ValueError(f"framework must be 'jax' or 'torch', got {framework!r}")
+    groups: dict[tuple[str, tuple[int, ...]], list[int]] = {}
+    for dtype, shape, nbytes in items:
+        groups.setdefault((dtype, shape), []).append(nbytes)
+    rows = [{"dtype": d, "shape": sh, "count": len(b), "MB": sum(b) / 1e6} for (d, sh), b in groups.items()]
+    return sorted(rows, key=lambda r: -r["MB"])
 
 
 def train_torch(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfig,
@@ -293,7 +327,8 @@ def train(framework: str, cfg: GPTConfig, precision: str, tokens: np.ndarray, tc
 
 
 # JAX half, lazily: `precision_train.train_jax` imports JAX only when used (as labkit.gpt.config does).
-_LAZY = {"train_jax": "labkit.precision.train_jax", "saved_bytes_jax": "labkit.precision.train_jax"}
+_LAZY = {"train_jax": "labkit.precision.train_jax", "saved_bytes_jax": "labkit.precision.train_jax",
+         "saved_tensors_jax": "labkit.precision.train_jax"}
 
 
 def __getattr__(name: str) -> Any:

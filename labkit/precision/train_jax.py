@@ -41,9 +41,9 @@ def _jax_parts(cfg: GPTConfig, precision: str, flat: dict[str, np.ndarray]) -> t
     return nnx.split(model, nnx.Param, ...)  # graphdef (holds the compute dtype), params, rest
 
 
-def saved_bytes_jax(cfg: GPTConfig, precision: str, x: np.ndarray,
-                    flat: dict[str, np.ndarray]) -> int:
-    """(Lab 04) Bytes JAX autodiff keeps for the backward pass (residuals; shapes only, no run)."""
+def saved_tensors_jax(cfg: GPTConfig, precision: str, x: np.ndarray,
+                      flat: dict[str, np.ndarray]) -> list[tuple[str, tuple[int, ...], int]]:
+    """(Lab 04) (dtype, shape, bytes) per residual JAX autodiff keeps for the backward pass (shapes only, no run)."""
     import jax
     from flax import nnx
 
@@ -53,7 +53,13 @@ def saved_bytes_jax(cfg: GPTConfig, precision: str, x: np.ndarray,
     xj = jax.numpy.asarray(x)
     f = lambda p: flax_loss(nnx.merge(graphdef, p, rest), xj, xj)  # noqa: E731
     res = jax.eval_shape(lambda p: jax.vjp(f, p)[1], params)  # the vjp closure's residuals
-    return int(sum(r.size * r.dtype.itemsize for r in jax.tree_util.tree_leaves(res)))
+    return [(str(r.dtype), tuple(r.shape), int(r.size * r.dtype.itemsize)) for r in jax.tree_util.tree_leaves(res)]
+
+
+def saved_bytes_jax(cfg: GPTConfig, precision: str, x: np.ndarray,
+                    flat: dict[str, np.ndarray]) -> int:
+    """(Lab 04) Bytes JAX autodiff keeps for the backward pass (residuals; shapes only, no run)."""
+    return int(sum(b for _, _, b in saved_tensors_jax(cfg, precision, x, flat)))
 
 
 _COMPILED: dict[tuple, Any] = {}  # see train_jax

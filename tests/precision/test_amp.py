@@ -23,6 +23,19 @@ def test_clipping_needs_unscale_first() -> None:
     assert out["true grad norm"] > 1.0  # so clipping must act
     assert out["unscale_ then clip"] == pytest.approx(1.0, rel=1e-5)
     assert out["clip scaled grads"] == pytest.approx(2.0**-16, rel=1e-2)  # clipped at 1 while 65536x too big
+    assert out["norm the clip sees"] == pytest.approx(2.0**16 * out["true grad norm"], rel=1e-6)
+
+
+def test_with_adamw_the_scale_cancels_but_the_clip_fires_on_every_step() -> None:
+    """Lab 04's text claimed 65536x smaller updates for any optimizer; that holds for SGD only."""
+    sgd, adam = (amp.clip_after_scaling(scale=2.0**16, max_norm=1.0, optimizer=o) for o in ("sgd", "adamw"))
+    assert sgd["clip scaled grads"] / sgd["unscale_ then clip"] == pytest.approx(2.0**-16, rel=1e-2)
+    # Adam's first update is lr * m / sqrt(v) ~ lr per weight whatever the gradient's size: 1e-3 * sqrt(1000)
+    assert adam["unscale_ then clip"] == pytest.approx(1e-3 * 1000**0.5, rel=1e-3)
+    assert 0.8 < adam["clip scaled grads"] / adam["unscale_ then clip"] < 1.0  # only eps (1e-8) notices the scale
+    assert adam["norm the clip sees"] > 1e6  # the clip threshold is 1: it fires whatever the true norm
+    with pytest.raises(ValueError, match="optimizer must be one of sgd, adamw, got 'adam'"):
+        amp.clip_after_scaling(optimizer="adam")
 
 
 def test_bf16_keeps_tiny_gradients_that_fp16_flushes() -> None:

@@ -1,10 +1,11 @@
-"""labkit.precision.causality: the leak probe passes a causal model and catches a dropped causal mask."""
+"""labkit.precision.causality: the leak probe passes a causal model and catches a dropped causal mask, forward or backward."""
 
 from __future__ import annotations
 
 import jax
 import numpy as np
 import pytest
+import torch
 import torch.nn.functional as F
 
 from labkit.gpt import torch_model
@@ -68,11 +69,64 @@ def test_a_leak_late_in_the_sequence_is_still_a_leak(monkeypatch, flat: dict, to
     assert causality.leak_ratio("jax", CFG, "fp32", flat, tokens) > causality.LEAK_LIMIT
 
 
+def test_a_backward_only_leak_is_caught_in_jax(monkeypatch, flat: dict, tokens: np.ndarray) -> None:
+    """A kernel whose forward masks but whose backward does not: invisible to a forward-only probe."""
+    real = jax.nn.dot_product_attention
+
+    def leaky_backward(q, k, v, *args, is_causal=False, **kw):
+        @jax.custom_vjp
+        def attend(q, k, v):
+            return real(q, k, v, is_causal=True, **kw)
+
+        def bwd(res, g):  # the gradients of the *unmasked* attention
+            return jax.vjp(lambda *a: real(*a, is_causal=False, **kw), *res)[1](g)
+
+        attend.defvjp(lambda q, k, v: (attend(q, k, v), (q, k, v)), bwd)
+        return attend(q, k, v)
+
+    monkeypatch.setattr(jax.nn, "dot_product_attention", leaky_backward)
+    leak = causality.probe("jax", CFG, "fp32", flat, tokens)
+    assert leak.forward == 0.0 and leak.backward > 0.1 and leak.worst == leak.backward
+    assert causality.leak_ratio("jax", CFG, "fp32", flat, tokens) > causality.LEAK_LIMIT
+
+
+def test_a_leak_only_under_autograd_is_caught_in_torch(monkeypatch, flat: dict, tokens: np.ndarray) -> None:
+    """A dispatch path that drops the mask only when gradients are recorded (training), not under no_grad."""
+    real = F.scaled_dot_product_attention
+    monkeypatch.setattr(torch_model.F, "scaled_dot_product_attention",
+                        lambda q, k, v, is_causal=False, **kw: real(
+                            q, k, v, is_causal=is_causal and not torch.is_grad_enabled(), **kw))
+    leak = causality.probe("torch", CFG, "bf16", flat, tokens)
+    assert leak.forward > 0.1 and leak.backward > 0.1
+
+
+def test_a_backward_only_leak_is_caught_in_torch(monkeypatch, flat: dict, tokens: np.ndarray) -> None:
+    real = F.scaled_dot_product_attention
+
+    class LeakyBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v):  # noqa: ANN001, ANN205
+            ctx.save_for_backward(q, k, v)
+            return real(q, k, v, is_causal=True)
+
+        @staticmethod
+        def backward(ctx, g):  # noqa: ANN001, ANN205
+            with torch.enable_grad():
+                qkv = [t.detach().requires_grad_() for t in ctx.saved_tensors]
+                return torch.autograd.grad(real(*qkv, is_causal=False), qkv, g)
+
+    monkeypatch.setattr(torch_model.F, "scaled_dot_product_attention",
+                        lambda q, k, v, is_causal=False, **kw: LeakyBackward.apply(q, k, v))
+    leak = causality.probe("torch", CFG, "fp32", flat, tokens)
+    assert leak.forward == 0.0 and leak.backward > 0.1
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(framework="mxnet"), "framework must be 'jax' or 'torch'"),
     (dict(cut=0), r"cut must be in \[1, 31\]"),
     (dict(cut=32), r"cut must be in \[1, 31\]"),
     (dict(tokens=np.zeros(8, dtype=int)), r"tokens must be \(batch, seq\)"),
+    (dict(fp32_matmul="fast"), r"fp32_matmul must be one of default, highest, tf32.*got 'fast'"),
 ])
 def test_bad_input_names_the_value(kwargs: dict, match: str, flat: dict, tokens: np.ndarray) -> None:
     args = dict(framework="jax", cfg=CFG, precision="fp32", flat=flat, tokens=tokens) | kwargs

@@ -60,19 +60,74 @@ def test_judge_a_drift_and_a_twin_with_known_answers() -> None:
 
 
 def test_a_one_signed_gap_of_a_floor_is_flagged_inside_the_bound() -> None:
-    """The H100's JAX bf16 run: 1.0x the floor, signed gap = -|gap| -- within k = 2, flagged, not failed."""
+    """A curve below fp32 all run by 1.2 floors: within k = 2, but flagged as beating fp32."""
     rng = np.random.default_rng(0)
     ref, other = _curves(rng)
     floor = noise.judge(ref, ref, other, start=20).floor
     below = ref - 1.2 * floor  # trains better than fp32 all run, by 1.2 floors
     j = noise.judge(below, ref, other, start=20)
-    assert j.within_noise and j.one_signed and j.drift < 0
-    assert "within run-to-run noise" in j.sentence("jax bf16") and "trained better than fp32 all run" in j.sentence("jax bf16")
+    assert j.ratio <= noise.K_NOISE and j.one_signed and j.same_sign and j.drift < 0
+    assert j.end_gap == pytest.approx(-1.2 * floor) and j.beats_fp32 == (j.end_ratio > 1)
     crossing = ref + 1.5 * floor * np.sign(np.sin(np.arange(200) / 15.0))  # same size, both signs: noise-like
     j = noise.judge(crossing, ref, other, start=20)
-    assert j.ratio >= 1 and not j.one_signed and "one-signed" not in j.sentence("jax bf16")
-    small = ref + 0.3 * floor  # one-signed but under a floor (torch bf16 on the H100: 0.12x): not flagged
-    assert not noise.judge(small, ref, other, start=20).one_signed
+    assert j.ratio >= 1 and not j.one_signed and not j.beats_fp32 and "both signs" in j.sentence("jax bf16")
+    small = ref + 0.3 * floor  # one-signed but under half a floor (torch bf16 on the H100: 0.12x): described only
+    j = noise.judge(small, ref, other, start=20)
+    assert j.same_sign and not j.one_signed and "one sign all run (worse than fp32)" in j.sentence("jax bf16")
+    assert "but one-signed" not in j.sentence("jax bf16")
+
+
+def test_one_signedness_is_flagged_below_one_floor() -> None:
+    """Issue: the flag needed ratio >= 1, so a one-signed gap of 0.6 floors (or 0.99977) passed silently."""
+    rng = np.random.default_rng(0)
+    ref, other = _curves(rng)
+    floor = noise.judge(ref, ref, other, start=20).floor
+    j = noise.judge(ref + 0.6 * floor, ref, other, start=20)
+    assert j.within_noise and j.one_signed and not j.beats_fp32
+    assert "but one-signed at 0.6 floors: it trained worse than fp32 all run" in j.sentence("MLP fp8 delayed")
+
+
+def _h100_jax_bf16() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Curves shaped like the H100 full run (200 steps, warm-up 20): JAX bf16 vs fp32 and the fp32 seed pair.
+
+    Known from that run: floor 0.062764 nats, bf16's mean |gap| 0.062749 (ratio 0.99977) with signed gap
+    = -|gap|, and final losses (mean of the last 5 steps) 2.224 for bf16 vs 2.509 for fp32: 0.285 nats lower.
+    The synthetic bf16 curve sits a constant `a` below fp32 and a quadratic ramp from step 150 on adds the
+    late growth; `a` and the ramp's size are solved for those two numbers.
+    """
+    n, start, w = 200, 20, noise.default_window(200)
+    t = np.arange(n)
+    ref = 2.5 + 3.0 * np.exp(-t / 30)
+    other = ref + 0.062764  # a constant init-to-init offset: the floor, and the end floor, exactly
+    h = np.maximum(0, t - 150) ** 2.0
+    hs = noise.smooth(h, w)[start:]
+    # unknowns (a, b) of g = a + b h: mean smoothed g over the judged steps, and mean of g's last 5 raw steps
+    a, b = np.linalg.solve([[1.0, hs.mean()], [1.0, h[-5:].mean()]], [0.062749, 0.285])
+    return ref - (a + b * h), ref, other
+
+
+def test_the_h100_anomaly_is_caught() -> None:
+    """The H100's JAX bf16 run passed the old judgement (within noise, not one-signed); now it is flagged."""
+    low, ref, other = _h100_jax_bf16()
+    j = noise.judge(low, ref, other, start=20)
+    assert j.gap == pytest.approx(0.062749) and j.floor == pytest.approx(0.062764)
+    assert j.ratio == pytest.approx(0.99977, abs=1e-5) and j.drift == pytest.approx(-j.gap)
+    assert ref[-5:].mean() - low[-5:].mean() == pytest.approx(0.285)
+    # The last fifth (36 steps, 20-step smoothing) sits 1.8 floors below fp32 on this shape: inside k = 2,
+    # so the k rule alone would still pass it -- the flag is what fails it (Lab 04 asserts not beats_fp32).
+    assert j.tail == 36 and 1 < j.end_ratio < noise.K_NOISE and j.end_gap < 0
+    assert j.one_signed and j.beats_fp32
+    assert "SUSPICIOUS" in j.sentence("jax bf16")
+
+
+def test_a_late_gap_is_judged_even_when_the_mean_hides_it() -> None:
+    """Worse-only late divergence: mean |gap| 0.4 floors, the last fifth 3 floors worse: not within noise."""
+    rng = np.random.default_rng(0)
+    ref, other = _curves(rng)
+    floor = noise.judge(ref, ref, other, start=20).floor
+    late = ref + np.where(np.arange(200) >= 160, 3.5 * floor, 0.0)
+    j = noise.judge(late, ref, other, start=20)
+    assert j.ratio < 1 and j.end_ratio > noise.K_NOISE and not j.within_noise and not j.beats_fp32
 
 
 def test_zero_floor() -> None:
@@ -95,6 +150,18 @@ def test_k_is_outside_the_spread_of_two_noise_only_runs(n: int, start: int) -> N
     ratios = np.asarray(ratios)
     assert np.mean(ratios > noise.K_NOISE) < 0.05  # a false alarm is rare ...
     assert np.mean(ratios > 1.0) > 0.3  # ... while k = 1 would raise one often
+
+
+@pytest.mark.parametrize("n, start", [(30, 3), (200, 20)])  # the smoke and full profiles' warm-ups
+def test_end_gap_and_flags_rarely_fire_on_noise_only_runs(n: int, start: int) -> None:
+    rng = np.random.default_rng(2)
+    alarms, beats = 0, 0
+    for _ in range(400):
+        ref, other = _curves(rng, n)
+        j = noise.judge(_curves(rng, n)[0], ref, other, start=start)
+        alarms += not j.within_noise
+        beats += j.beats_fp32
+    assert alarms / 400 < 0.05 and beats / 400 < 0.02
 
 
 @pytest.mark.parametrize(("call", "err", "match"), [

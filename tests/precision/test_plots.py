@@ -66,6 +66,9 @@ def test_loss_curves_title_is_the_largest_gap_in_floors() -> None:
     assert "nats / token" in ax.get_ylabel() and len(ax.get_lines()) == 6  # 4 runs + 2 other-seed runs
     judged[("torch", "bf16")] = noise.judge([v + 0.3 for v in ref], ref, other["torch"], start=5)
     assert "NOT within noise" in plots.plot_loss_curves(losses, other, judged).axes[1].get_title()
+    assert "suspicious" not in plots.plot_loss_curves(losses, other, judged).axes[1].get_title()
+    judged[("jax", "bf16")] = noise.judge([v - 0.15 for v in ref], ref, other["jax"], start=5)  # 1.5 floors below
+    assert "jax bf16 ends below fp32 all run: suspicious" in plots.plot_loss_curves(losses, other, judged).axes[1].get_title()
 
 
 def test_speed_and_memory_ratios_come_from_the_inputs() -> None:

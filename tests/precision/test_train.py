@@ -76,6 +76,24 @@ def test_results_record_scales_times_and_memory(runs: dict) -> None:
     assert runs[("jax", "fp32")].memory["xla_temp"] > 0
 
 
+@pytest.mark.parametrize("fw", ["jax", "torch"])
+def test_saved_breakdown_adds_up_to_the_runs_count_and_names_what_stays_fp32(runs: dict, tokens: np.ndarray,
+                                                                           flat: dict, fw: str) -> None:
+    """Lab 04 printed a fixed reason for bf16 keeping 0.66x; the breakdown by dtype and shape is measured."""
+    x = tokens[:TC.batch * TC.seq].reshape(TC.batch, TC.seq)
+    for prec in ("fp32", "bf16"):
+        rows = pt.saved_breakdown(fw, CFG, prec, x, flat)
+        total = sum(r["MB"] for r in rows) * 1e6
+        assert total == pytest.approx(runs[(fw, prec)].memory["saved_for_backward"], abs=1e-3)
+        assert [r["MB"] for r in rows] == sorted((r["MB"] for r in rows), reverse=True)
+        dtypes = {r["dtype"] for r in rows}
+        assert ("bfloat16" in dtypes) == (prec == "bf16") and "float32" in dtypes
+    act = (TC.batch, TC.seq, CFG.d_model)  # full-width activations some bf16 ops still keep in fp32
+    assert any(r["dtype"] == "float32" and r["shape"][-3:] == act for r in pt.saved_breakdown(fw, CFG, "bf16", x, flat))
+    with pytest.raises(ValueError, match="framework must be 'jax' or 'torch', got 'mxnet'"):
+        pt.saved_breakdown("mxnet", CFG, "bf16", x, flat)
+
+
 def test_overflowing_scale_skips_steps_and_backs_off_in_torch(tokens: np.ndarray, flat: dict) -> None:
     tc = pt.TrainConfig(steps=8, batch=4, seq=CFG.seq_len, loss_scale=ls.LossScaleConfig(2.0**40, growth_interval=100))
     r = pt.train_torch(CFG, "fp16_scaled", tokens, tc, flat)

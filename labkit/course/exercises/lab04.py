@@ -109,6 +109,17 @@ def _round_away(x: float, b: int) -> float:
     return math.ldexp(math.copysign(math.floor(abs(s) + 0.5), s), e - b - 1)
 
 
+def _round_half_up(x: float, b: int) -> float:
+    m, e = math.frexp(x)
+    return math.ldexp(math.floor(m * 2 ** (b + 1) + 0.5), e - b - 1)
+
+
+# Exact ties with 7 kept bits, of both signs and both parities of the last kept bit: 1 + 2**-8 lies
+# halfway between 1 and 1 + 2**-7 (even: stays 1), 1 + 3 * 2**-8 between 1 + 2**-7 and 1 + 2**-6 (odd:
+# goes up). Together they tell ties-to-even apart from truncation, half-up and half-away, every run.
+FIXED_TIES = [(s * (1 + k * 2.0**-8), 7) for s in (1.0, -1.0) for k in (1, 3)]
+
+
 def _round_bits(shift: int) -> Callable[[float, int], float]:
     return lambda x, b: round_to_bits(x, b + shift)
 
@@ -126,7 +137,11 @@ def check_round_to_bits(fn: Callable[[float, int], float]) -> CheckResult:
         k = 2 ** b + 2 * int(rng.integers(0, 2 ** (b - 1))) + i % 2  # ... with k even and odd
         x = math.ldexp(k + 0.5, int(rng.integers(-10, 10)) - b)
         cases.append((float(rng.choice([-1, 1])) * x, b))
+    cases += FIXED_TIES
     hints = [
+        Hint(_matches(_round_half_up), "you rounded halves up (floor(v + 0.5)): a tie must go to the even "
+             "neighbour -- 1 + 2**-8 with 7 bits is 1.0, and -(1 + 3 * 2**-8) goes to -(1 + 2**-6), not up "
+             "towards zero. Python's round() and np.rint round ties to even."),
         Hint(_matches(_round_trunc), "you truncated (chopped the extra bits); a cast rounds to "
              "the nearest representable value."),
         Hint(_matches(_round_away), "ties go to even (IEEE default), not away from zero: Python's "

@@ -68,6 +68,8 @@ ROUND_WRONG: list[tuple[Callable[..., float], str]] = [
     (lambda x, b: math.ldexp(math.trunc(math.frexp(x)[0] * 2 ** (b + 1)), math.frexp(x)[1] - b - 1),
      "you truncated"),
     (_away, "ties go to even"),
+    (lambda x, b: math.ldexp(math.floor(math.frexp(x)[0] * 2 ** (b + 1) + 0.5), math.frexp(x)[1] - b - 1),
+     "you rounded halves up"),  # right on every non-tie: only the fixed ties catch it, every run
     (lambda x, b: math.ldexp(round(math.frexp(x)[0] * 2**b), math.frexp(x)[1] - b), "one bit short"),
     (lambda x, b: round_ref(x, b + 1), "one bit too many"),
 ]
@@ -146,6 +148,15 @@ def test_round_to_bits_reference_matches_bf16_and_tf32() -> None:
     for xi, b, t in zip(x.astype(np.float64), bf16, tf32):
         assert lab04.round_to_bits(xi, 7) == b
         assert lab04.round_to_bits(xi, 10) == t
+
+
+def test_round_half_up_is_rejected_every_run(report_mode: None) -> None:
+    """It used to pass ~1 run in 64 (only 6 random ties) and was hinted "you truncated" most of the time."""
+    half_up = ROUND_WRONG[2][0]
+    assert all(half_up(x, b) != lab04.round_to_bits(x, b) for x, b in lab04.FIXED_TIES[::3])  # +even, -odd ties
+    for _ in range(50):
+        r = lab04.check_round_to_bits(half_up)
+        assert not r.passed and "you rounded halves up" in r.message
 
 
 def test_update_scale_reference_is_the_labkit_rule() -> None:
