@@ -143,12 +143,14 @@ def plot_predicted_sweeps(curves: Mapping[tuple[str, str], np.ndarray], batch: n
     if mxus:
         said.append(f"MXUs step down past multiples of {'/'.join(map(str, widths))} in N and K once compute-bound (padding)"
                     if widths else "MXUs show no padding step in N or K over these sizes")
-    gpu_steps = ["when a wave of tiles spills over in M (waves)"] if any(
+    # The GPU model is one fixed tile per chip, no split-K or stream-K: its wave steps are a fixed-tile
+    # kernel's (cuBLAS picks tiles per shape and can hide them), and its alignment factor is cuBLAS's.
+    gpu_steps = ["when a wave of its fixed tiles spills over in M (waves)"] if any(
         _drops(curves[(m, "M")]) for m in gpu_models) else []
     if costs:
-        gpu_steps.append(f"~{np.median(costs):.0f}x when N or K is not a multiple of 8 (alignment)")
+        gpu_steps.append(f"~{np.median(costs):.0f}x when N or K is not a multiple of 8 (cuBLAS's alignment)")
     if gpu_steps:
-        said.append("GPUs lose speed " + " and ".join(gpu_steps))
+        said.append("the GPU model loses speed " + " and ".join(gpu_steps))
     fig.suptitle(("Predicted: " + ";\n".join(said)) if said else "predicted fraction of peak", fontsize=11)
     fig.tight_layout(rect=(0, 0.1, 1, 1))  # room for the legend below the panels
     return fig

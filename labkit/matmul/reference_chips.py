@@ -3,7 +3,8 @@
 An MXU goes through labkit.matmul.mxu: the weight-stationary cycle count of its array with
 pipelined weight loads, under its chip's HBM roof; a GPU goes through labkit.matmul.simt with
 its spec's SMs, tensor-core tiles and bandwidth -- the same roofline for both. Both answer the same question -- what fraction of the chip's peak an (M, K) @ (K, N)
-GEMM reaches -- so a chip's name is all `predicted`, `at` and `square` need.
+GEMM reaches -- so a chip's name is all `predicted`, `at` and `square` need. H100_CUBLAS_TFLOPS
+holds what cuBLAS measured on an H100 at a few of those shapes, to set beside the model.
 """
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ BIG = 4096  # elements: the two dimensions that do not vary in a sweep
 MXUS = {"MXU 128x128 (TPU v5e)": "TPU v5e", "MXU 256x256 (TPU v6e)": "TPU v6e"}  # spec name, bf16
 GPUS = {"H100 (bf16)": ("NVIDIA H100 SXM", "bf16"), "T4 (fp16)": ("NVIDIA T4", "fp16")}  # (spec name, dtype)
 MODELS = list(MXUS) + list(GPUS)
+# cuBLAS measured where the models can be checked (torch 2.11 bf16, one H100 80GB HBM3, 2026-11-22):
+# TFLOP/s by (M, N, K), from H100_SOURCE. The fastest shape of that whole sweep is the first; the
+# spec peak the H100 model calls 1.0 is 989 TFLOP/s.
+H100_SOURCE = "benchmarks/nvidia-h100-80gb-hbm3/shapes.json"
+H100_CUBLAS_TFLOPS = {(4096, 2048, 4096): 753.2, (4096, 4096, 4096): 715.2, (5120, 5120, 5120): 705.0}
 _FIXED = {"M": {"N": BIG, "K": BIG}, "N": {"M": BIG, "K": BIG}, "K": {"M": BIG, "N": BIG}}
 
 

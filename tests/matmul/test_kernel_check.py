@@ -28,7 +28,7 @@ def test_jax_operands_and_error_match_the_lab_formula_in_bf16():
     f32 = [np.asarray(x.astype(jnp.float32), np.float64) for x in (c, a, b)]
     ref = f32[1] @ f32[2]
     assert kc.rel_err(c, a, b) == np.abs(f32[0] - ref).max() / np.abs(ref).max()
-    assert 0 < kc.rel_err(c, a, b) < kc.TOL["bf16"]
+    assert 0 < kc.rel_err(c, a, b) <= kc.error_bound(kc.rel_err(c, a, b), "bf16")
 
 
 def test_torch_operands_and_error_match_the_lab_formula_in_bf16():
@@ -59,3 +59,39 @@ def test_speed_vs_library_times_torch_and_jax_inputs():
     ja, jb = kc.jax_operands(8, 8, 8, "fp32")
     vs = kc.speed_vs_library(jax.jit(jax.numpy.matmul), jax.numpy.matmul, (ja, jb), flops=2 * 8 ** 3, repeats=2)
     assert len(vs.kernel.times_s) == 2 and vs.kernel_tflops > 0
+
+
+def _blocked_bf16(a, b, bk: int, *, bf16_acc: bool = False, truncate: bool = False) -> np.ndarray:
+    """A numpy emulation of the lab's blocked kernel: fp32 products per K block, then one output cast."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    bf16 = ml_dtypes.bfloat16
+    A, B = (np.asarray(x.astype(np.float32) if hasattr(x, "astype") else x, np.float32) for x in (a, b))
+    acc = np.zeros((A.shape[0], B.shape[1]), np.float32)
+    for s in range(0, A.shape[1], bk):  # walk K one block at a time
+        acc = acc + A[:, s:s + bk] @ B[s:s + bk]
+        if bf16_acc:  # the bug: the accumulator is kept in bf16 between K steps
+            acc = acc.astype(bf16).astype(np.float32)
+    if truncate:  # the bug: the output cast drops the low 16 bits instead of rounding
+        return (acc.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
+    return acc.astype(bf16)
+
+
+@pytest.mark.parametrize("m,k,n,bk", [(256, 256, 256, 128), (512, 1024, 384, 128), (1024, 4096, 1024, 512)])
+def test_error_bound_passes_a_correct_kernel_and_fails_a_bf16_accumulator_or_a_truncating_cast(m, k, n, bk):
+    # The old bound (a fixed 1e-2 in bf16) let both bugs pass: 3.1e-3 / 6.0e-3 at 256^3, 8.4e-3 / 5.9e-3 at 1024x4096x1024.
+    jax = pytest.importorskip("jax")
+    a, b = kc.jax_operands(m, k, n, "bf16")
+    bound = kc.error_bound(kc.rel_err(jax.numpy.matmul(a, b), a, b), "bf16")  # XLA's own error, same inputs
+    assert kc.rel_err(_blocked_bf16(a, b, bk), a, b) <= bound
+    assert kc.rel_err(_blocked_bf16(a, b, bk, bf16_acc=True), a, b) > bound
+    assert kc.rel_err(_blocked_bf16(a, b, bk, truncate=True), a, b) > bound
+    assert bound < 1e-2  # what the old fixed bound allowed
+
+
+def test_error_bound_in_fp32_is_the_floor_and_bad_input_is_named():
+    assert kc.error_bound(1e-7, "fp32") == pytest.approx(kc.SLACK * 1e-7 + 1e-5)
+    with pytest.raises(ValueError, match="dtype must be one of fp32, bf16, fp16, got 'int8'"):
+        kc.error_bound(1e-3, "int8")
+    for bad in (float("nan"), -1e-3, "0.002", None, True):
+        with pytest.raises(ValueError, match="library_err must be a finite number >= 0"):
+            kc.error_bound(bad, "bf16")

@@ -67,3 +67,17 @@ def test_predicted_refuses_a_fractional_size_for_every_model() -> None:
     for model in (MXU128, H100):
         with pytest.raises(ValueError, match="must be a positive integer, got 12.5"):
             rc.predicted(model, [8, 12.5], "M")
+
+
+def test_h100_cublas_figures_are_the_committed_sweep():
+    # Lab 01 quotes them beside the model (its 1.0 is the 989 TFLOP/s spec; cuBLAS's best is ~0.76 of it).
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / rc.H100_SOURCE
+    rows = [r for sweep in json.loads(path.read_text())["sweeps"].values() for r in sweep]
+    by_shape = {(r["M"], r["N"], r["K"]): r["measured_tflops"] for r in rows}
+    for shape, tflops in rc.H100_CUBLAS_TFLOPS.items():
+        assert tflops == pytest.approx(by_shape[shape], abs=0.05), shape
+    best = max(rows, key=lambda r: r["measured_tflops"])
+    assert next(iter(rc.H100_CUBLAS_TFLOPS)) == (best["M"], best["N"], best["K"])

@@ -114,12 +114,15 @@ def check_pick_block(fn: Callable[[int, int, int], int | None]) -> CheckResult:
     for i in range(N_CASES):
         align = int(rng.choice([8, 16, 128]))
         max_block = align * int(rng.integers(1, 9))
+        if i % 2:  # a cap that is not a multiple of align: counting down from max_block itself misses
+            max_block += int(rng.integers(1, align))
         if i % 3 == 0:   # no aligned divisor at all: the answer is None (pad instead)
             dim = align * int(rng.integers(1, 40)) + int(rng.integers(1, align))
         else:            # a multiple of align, often with a divisor below the cap
             dim = align * int(rng.choice([1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 96]))
         cases.append((dim, align, max_block))
-    cases += [(4096, 128, 512), (384, 128, 512), (640, 128, 512), (129, 128, 512), (64, 128, 512)]
+    cases += [(4096, 128, 512), (384, 128, 512), (640, 128, 512), (129, 128, 512), (64, 128, 512),
+              (1024, 128, 300), (768, 128, 400), (512, 16, 100)]  # caps between multiples: 256, 384, 64
 
     def is_(f: Callable[..., Any]) -> Callable[[Any, Any, tuple], bool]:
         return lambda g, e, a: g is not None and e is not None and g == f(*a)
@@ -133,7 +136,13 @@ def check_pick_block(fn: Callable[[int, int, int], int | None]) -> CheckResult:
     def uncapped(dim: int, align: int, max_block: int) -> int | None:
         return largest_aligned_block(dim, align, max(dim, max_block))
 
-    hints = [
+    def from_the_cap(dim: int, align: int, max_block: int) -> int | None:  # range(max_block, 0, -align)
+        return next((b for b in range(max_block, 0, -align) if dim % b == 0), None)
+
+    hints = [  # the count-down from the cap first: its None or unaligned answers would read as other slips
+        Hint(lambda g, e, a: g == from_the_cap(*a), "counting down from max_block "
+             "itself only visits multiples of align when max_block is one: start from the largest multiple "
+             "of align <= max_block (max_block // align * align)."),
         Hint(lambda g, e, a: e is None and g is not None, "when no multiple of align divides dim, "
              "return None: the caller must pad (a block that does not divide leaves a ragged edge)."),
         Hint(lambda g, e, a: e is not None and g is None, "there is an aligned divisor here; return "

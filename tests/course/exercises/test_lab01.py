@@ -132,6 +132,19 @@ def _uncapped(dim, align, max_block):
     return lab01.largest_aligned_block(dim, align, max(dim, max_block))
 
 
+def _from_the_cap(dim, align, max_block):
+    """Wrong (issue: cold read of Lab 01): counts down from max_block, passing only when it is a multiple of align."""
+    for b in range(max_block, 0, -align):
+        if dim % b == 0:
+            return b
+    return None
+
+
+def test_pick_block_refuses_the_count_down_from_an_unaligned_cap(seeded):
+    assert _from_the_cap(1024, 128, 300) is None and lab01.largest_aligned_block(1024, 128, 300) == 256
+    _wrong(lab01.check_pick_block, _from_the_cap, "counting down from max_block")
+
+
 @pytest.mark.parametrize("fn, hint", [
     (_smallest, "smallest aligned divisor"),
     (_any_divisor, "multiple of align"),
