@@ -31,7 +31,7 @@ import re
 import statistics
 import tempfile
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
 MATMUL, ATTENTION = "matmul", "attention (cuDNN)"
@@ -300,10 +300,44 @@ def trace_step(run: Callable[[], Any], compiled_text: str, steps: int = 3) -> Xl
     return attribute(events, ops, steps, source)
 
 
+def for_trace(lowered: Any, compiled: Any, platform: str | None = None) -> tuple[Any, str]:
+    """The program to trace and a note: ``compiled``, or on a GPU ``lowered`` again without command buffers (bench_mfu).
+
+    XLA:GPU launches runs of kernels as command buffers (CUDA graphs), and the trace then names one
+    ``command_buffer_N`` event, not each kernel's HLO op (``labkit.runtime.compile_options``). The copy
+    compiled without them runs the same kernels one launch each: their times are the step's, the gaps
+    between them are not.
+    """
+    import jax
+
+    from labkit.runtime import compile_options
+
+    platform = platform or jax.default_backend()
+    if not compile_options.traceable(platform):
+        return compiled, ""
+    traced, taken = compile_options.compile_traceable(lowered, platform)
+    return traced, (" (a copy compiled without XLA command buffers, so each kernel names its HLO op)" if taken else
+                    " (this XLA refused to turn command buffers off: kernels inside them are not named)")
+
+
 def trace_trainer(trainer: Any, x: Any, y: Any, steps: int = 3) -> XlaBreakdown:
-    """`trace_step` on a ``labkit.gpt.train.JaxTrainer``'s own jitted step at this batch (Lab 02, bench_mfu)."""
-    text = trainer.lower(x, y).compile().as_text()  # the program trainer.step runs (jit's cache: no new compile)
-    return trace_step(lambda: trainer.step(x, y), text, steps)
+    """`trace_step` on a ``labkit.gpt.train.JaxTrainer``'s own step at this batch (Lab 02, bench_mfu)."""
+    lowered = trainer.lower(x, y)
+    compiled = lowered.compile()  # the program trainer.step runs (jit's cache: no new compile)
+    traced, note = for_trace(lowered, compiled)
+    if traced is compiled:
+        return trace_step(lambda: trainer.step(x, y), compiled.as_text(), steps)
+    state = [trainer.params, trainer.opt_state]
+
+    def run() -> Any:  # the step donates the weights and AdamW state it is given: keep the new ones
+        state[0], state[1], loss = traced(state[0], state[1], x, y)
+        return loss
+
+    try:
+        b = trace_step(run, traced.as_text(), steps)
+    finally:
+        trainer.params, trainer.opt_state = state  # the trainer's own buffers were donated to the copy
+    return replace(b, source=b.source + note)
 
 
 def summary(b: XlaBreakdown, step_s: float) -> dict[str, Any]:
@@ -334,6 +368,8 @@ def limited_by(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: 
     if peak_flops:  # a Peak.label() names its own figure; without a name, say the figure
         vs_peak = f" ({rate / peak_flops:.0%} of {peak_name or f'the {peak_flops / 1e12:.3g} TFLOP/s peak'})"
     unknown = f"; {b.unknown_ns / 1e6 / b.steps:.1f} ms in ops the HLO text does not name" if b.unknown_ns else ""
+    if any(op.startswith("command_buffer") and op not in b.ops for op in b.by_op_ns):  # CUDA graphs: see for_trace
+        unknown += " (XLA command buffers: their kernels carry no HLO op; trace a copy compiled without them)"
     # Above the step by more than timing noise, the summed op time means ops overlapped.
     overlap = " (ops ran at once: XLA's CPU threads, or several GPU streams)" if busy_ms > 1.05 * step_ms else ""
     return (f"{step_ms:.1f} ms/step: matmul + attention ops {mm_ms:.1f} ms at {rate / 1e12:.3g} TFLOP/s"

@@ -113,9 +113,9 @@ def train_jax(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfi
     if key not in _COMPILED:
         jax_prec = _FP32_MATMUL[tc.fp32_matmul][0]
         with jax.default_matmul_precision(jax_prec) if jax_prec else contextlib.nullcontext():
-            _COMPILED[key] = jax.jit(step, donate_argnums=(0, 1)).lower(
-                params, opt_state, ls_state, x0, y0).compile()
-    compiled = _COMPILED[key]
+            lowered = jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, ls_state, x0, y0)
+            _COMPILED[key] = (lowered, lowered.compile())
+    lowered, compiled = _COMPILED[key]
     mem = compiled.memory_analysis()
     losses, times, scales, skipped = [], [], [], 0
     for i in range(tc.steps):
@@ -134,11 +134,13 @@ def train_jax(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfi
     if tc.trace_steps:  # a few more steps on the last batch, traced: where the step's device time goes
         from labkit.measure import xla_breakdown
 
+        traced, note = xla_breakdown.for_trace(lowered, compiled)  # on a GPU: without command buffers
         state = [params, opt_state, ls_state]
 
         def run() -> Any:  # each call donates the state it is given and keeps the new one
-            state[0], state[1], state[2], loss, _ = compiled(*state, x, y)
+            state[0], state[1], state[2], loss, _ = traced(*state, x, y)
             return loss
 
-        device_time = xla_breakdown.trace_step(run, compiled.as_text(), steps=tc.trace_steps)
+        device_time = xla_breakdown.trace_step(run, traced.as_text(), steps=tc.trace_steps)
+        device_time = replace(device_time, source=device_time.source + note)
     return TrainResult("jax", precision, losses, times, scales, skipped, memory, device_time)

@@ -1,4 +1,4 @@
-"""XLA compile options that differ by backend: keeping ``optimization_barrier`` until scheduling (Lab 03).
+"""XLA compile options that differ by backend: barriers kept until scheduling (Lab 03), traceable GPU kernels (Lab 02).
 
 ``jax.lax.optimization_barrier`` orders work: what goes through it cannot be computed before
 everything else that goes through it exists. XLA deletes the barriers in a pass named
@@ -27,6 +27,11 @@ from typing import Any, Mapping
 BARRIER_PASS = "cse_barrier_expander"  # OptimizationBarrierExpander::name() in XLA
 KEEP_BARRIERS_CPU = {"xla_disable_hlo_passes": BARRIER_PASS}
 REFUSED = "No such compile option"  # XLA's INVALID_ARGUMENT text for an unknown compile option
+# XLA:GPU runs sequences of kernels as command buffers (CUDA graphs); a profiler trace then shows one
+# "command_buffer_N" event per graph with no HLO op per kernel (H100, jax 0.11.2: one event for 19% of a
+# training step; openxla/xprof#3070). An empty list (XLA clears a repeated option, then adds nothing) turns
+# them off for one compile: the same kernels, each launched alone and named in the trace.
+NO_COMMAND_BUFFERS_GPU = {"xla_gpu_enable_command_buffer": ""}
 
 
 def keep_barriers(platform: str) -> dict[str, Any]:
@@ -36,6 +41,18 @@ def keep_barriers(platform: str) -> dict[str, Any]:
     return dict(KEEP_BARRIERS_CPU) if platform.lower() == "cpu" else {}
 
 
+def traceable(platform: str) -> dict[str, Any]:
+    """Compile options under which a trace names the HLO op of every kernel on ``platform`` (Lab 02, bench_mfu)."""
+    if not isinstance(platform, str) or not platform:
+        raise ValueError(f"platform must be a JAX platform name such as 'cpu' or 'gpu', got {platform!r}")
+    return dict(NO_COMMAND_BUFFERS_GPU) if platform.lower() in ("gpu", "cuda", "rocm") else {}
+
+
+def compile_traceable(lowered: Any, platform: str) -> tuple[Any, bool]:
+    """``lowered.compile`` with :func:`traceable`'s options; (compiled, options taken) (Lab 02, bench_mfu)."""
+    return _compile_with(lowered, traceable(platform), None)
+
+
 def compile_keeping_barriers(lowered: Any, platform: str,
                              base: Mapping[str, Any] | None = None) -> tuple[Any, bool]:
     """``lowered.compile`` with :func:`keep_barriers` added to ``base``; (compiled, options taken) (Lab 03).
@@ -43,7 +60,11 @@ def compile_keeping_barriers(lowered: Any, platform: str,
     False means this XLA refused the option and compiled without it: on CPU its barriers were then
     dropped before scheduling.
     """
-    extra = keep_barriers(platform)
+    return _compile_with(lowered, keep_barriers(platform), base)
+
+
+def _compile_with(lowered: Any, extra: dict[str, Any], base: Mapping[str, Any] | None) -> tuple[Any, bool]:
+    """``lowered.compile`` with ``base`` and ``extra``; without ``extra`` if this XLA refuses it."""
     try:
         return lowered.compile(dict(base or {}) | extra or None), True  # None: jax's own default compile
     except Exception as e:  # jax raises its XlaRuntimeError (a RuntimeError subclass) here

@@ -229,6 +229,30 @@ def test_trace_trainer_traces_the_trainers_own_step(cpu_step) -> None:
     assert b.steps == 2 and b.unknown_ns == 0.0 and set(b.by_op_ns) <= set(xb.classify_hlo(text))
 
 
+def test_a_gpu_trace_runs_a_copy_without_command_buffers_and_the_trainer_keeps_its_state(cpu_step, monkeypatch) -> None:
+    # On a GPU the trainer's own program runs its kernels as CUDA graphs, which a trace cannot name: the
+    # trace runs a copy compiled without them (the GPU branch, taken here on the CPU's real compile path),
+    # threading the donated weights through and handing them back to the trainer.
+    jt, x, text = cpu_step
+    real = xb.for_trace
+    monkeypatch.setattr(xb, "for_trace", lambda lowered, compiled: real(lowered, compiled, platform="gpu"))
+    b = xb.trace_trainer(jt, x, x, steps=2)
+    assert "without XLA command buffers" in b.source and b.unknown_ns == 0.0 and b.by_op_ns
+    loss = float(jt.step(x, x))  # the trainer's buffers were donated to the copy: it must hold the new ones
+    assert np.isfinite(loss)
+    same, note = real(None, "compiled", platform="cpu")  # elsewhere: the program itself, no second compile
+    assert (same, note) == ("compiled", "")
+
+
+def test_an_h100_trace_with_command_buffers_says_why_its_ops_are_unnamed() -> None:
+    # Recorded: bench_mfu, gpt2-medium, H100 80GB HBM3, jax 0.11.2 (benchmarks/nvidia-h100-80gb-hbm3/
+    # mfu_gpt2-medium.json): one event "command_buffer_1", 17.94 ms of a 93.0 ms step, nothing else.
+    b = xb.attribute([("command_buffer_1", 17.938432e6)], {}, steps=1, source="device planes")
+    assert b.unknown_ns == pytest.approx(17.938432e6) and b.matmul_share == 0
+    said = xb.limited_by(b, 0.093, 3.466e13, 783e12)
+    assert "17.9 ms in ops the HLO text does not name" in said and "XLA command buffers" in said
+
+
 def test_trace_step_says_when_the_program_never_ran(cpu_step) -> None:
     jt, x, text = cpu_step
     with pytest.raises(RuntimeError, match="no events of module 'jit_step'"):

@@ -59,3 +59,28 @@ def test_other_compile_errors_are_not_swallowed() -> None:
     refused_on_gpu = FakeLowered(refuse="xla_backend_optimization_level")
     with pytest.raises(RuntimeError, match="No such compile option"):  # not ours to drop: re-raised
         CO.compile_keeping_barriers(refused_on_gpu, "gpu", {"xla_backend_optimization_level": 0})
+
+
+def test_a_gpu_trace_compiles_without_command_buffers_other_backends_as_they_are() -> None:
+    # H100, jax 0.11.2: with XLA's command buffers (CUDA graphs) on, a trace of a training step held one
+    # event, "command_buffer_1", for 19% of the step and no kernel with its HLO op.
+    assert CO.traceable("gpu") == {"xla_gpu_enable_command_buffer": ""} == CO.traceable("CUDA")
+    assert CO.traceable("cpu") == {} and CO.traceable("tpu") == {}
+    for bad in ("", None):
+        with pytest.raises(ValueError, match="platform must be"):
+            CO.traceable(bad)  # type: ignore[arg-type]
+    lo = FakeLowered()
+    assert CO.compile_traceable(lo, "gpu") == ("compiled", True) and lo.calls == [CO.NO_COMMAND_BUFFERS_GPU]
+    old = FakeLowered(refuse="xla_gpu_enable_command_buffer")  # an XLA without the option: compile as is
+    assert CO.compile_traceable(old, "gpu") == ("compiled", False) and old.calls == [CO.NO_COMMAND_BUFFERS_GPU, None]
+
+
+def test_this_xla_takes_the_empty_command_buffer_list() -> None:
+    # XLA clears a repeated DebugOptions field and adds nothing for "" (pjrt_executable.cc, ApplyOption):
+    # the real option parser, shared by every backend, accepts it here on the CPU.
+    import jax
+    import jax.numpy as jnp
+
+    lowered = jax.jit(lambda a: a @ a + 1.0).lower(jnp.ones((4, 4)))
+    compiled, taken = CO.compile_traceable(lowered, "gpu")
+    assert taken and float(compiled(jnp.ones((4, 4)))[0, 0]) == 5.0
