@@ -37,10 +37,12 @@ REQUIRED_METRICS = {
     "04_mixed_precision": {"format_table", "final_loss_fp32", "final_loss_bf16", "final_loss_fp16_scaled",
                            "step_time_per_precision", "loss_gap_bf16_vs_fp32", "loss_noise_floor_fp32",
                            "fp8_rel_err_current", "fp8_rel_err_delayed", "fp8_rel_err_block", "fp8_speedup_vs_bf16",
+                           "loss_end_gap_vs_fp32", "loss_beats_fp32",
                            *(f"bf16_speedup_vs_{b}_{f}" for b in ("tf32", "fp32") for f in ("jax", "torch"))},
     "05_train_tpu_serve_gpu": {"parity_max_abs_logit_diff", "greedy_tokens_identical", "artifact_platforms",
                                "serve_tokens_per_s", "serve_p50_ms", "cross_device_max_abs_logit_diff",
-                               "bf16_top1_agreement", "bf16_kl", "load_ttft_p50_ms", "load_goodput_req_s"},
+                               "bf16_top1_agreement", "bf16_kl", "load_ttft_p50_ms", "load_goodput_req_s",
+                               "cross_device_by_route", "bf16_kl_by_route"},
     "06_cost_per_token": {"cost_per_mtok_train", "cost_per_mtok_serve", "claims_checked"},
 }
 
