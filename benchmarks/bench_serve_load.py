@@ -8,13 +8,13 @@ Not a test (timings depend on the machine). Run it on the runtime you want to me
 For each engine of labkit.export.slots (torch: its decode step a CUDA graph on CUDA; JAX jit),
 requests arrive as a seeded Poisson process with mixed prompt and output lengths and are served
 with static and with continuous batching (labkit.export.load). Metrics are vLLM's
-(benchmark_serving.py): TTFT, TPOT (excluding the first token), ITL, E2E at p50/p95/p99, output
+(`vllm bench serve`, vllm/benchmarks/serve.py): TTFT, TPOT (excluding the first token), ITL, E2E at p50/p95/p99, output
 tokens/s, and goodput under an SLO.
 
 Rates and SLO follow the device, so one script means the same thing on a CPU and on an H100:
 - unloaded: each request alone (a rate so low that none overlap) gives TTFT0 and TPOT0 (p50);
-- capacity ~ 1 / (TTFT0 + mean output * TPOT0 / slots) requests/s (a prefill per request, decode
-  steps shared by the slots); the sweep offers LOADS x capacity;
+- capacity ~ 1 / (TTFT0 + (mean output - 1) * TPOT0 / slots) requests/s (a prefill per request, which
+  makes the first token; the other decode steps shared by the slots); the sweep offers LOADS x capacity;
 - SLO: TTFT <= 10 x TTFT0 and TPOT <= 3 x TPOT0 (``--slo-ttft-ms`` / ``--slo-tpot-ms`` to state
   your own).
 Writes benchmarks/results/serve_load_<device>_<host>.json (device, versions, config, the SLO,
@@ -54,8 +54,8 @@ def unloaded(engine, reqs: list[load.Request], slots_n: int) -> dict[str, float]
     alone = [load.Request(r.id, 1e6 * i, r.prompt, r.output_len) for i, r in enumerate(reqs)]
     s = load.load_stats(load.serve_open_loop(alone, engine, "continuous"), load.SLO())
     ttft, tpot = s.ms("ttft", 50) / 1e3, s.ms("tpot", 50) / 1e3
-    mean_out = float(np.mean([r.output_len for r in reqs]))
-    return {"ttft_p50_s": ttft, "tpot_p50_s": tpot, "capacity_req_s": 1.0 / (ttft + mean_out * tpot / slots_n)}
+    decode_steps = float(np.mean([r.output_len - 1 for r in reqs]))  # the prefill makes each first token
+    return {"ttft_p50_s": ttft, "tpot_p50_s": tpot, "capacity_req_s": 1.0 / (ttft + decode_steps * tpot / slots_n)}
 
 
 def main() -> None:
