@@ -76,3 +76,21 @@ def measure_rounds(shapes: Sequence[Shape], time_one: Callable[[int, int, int], 
             raise ValueError(f"time_one{shapes[i]} returned {rate!r}: it must return the shape's FLOP/s (> 0)")
         out[r, i] = rate
     return SweepRounds(shapes, out)
+
+
+def edge_verdict(odd: Ratio, aligned: Ratio, noise: float) -> str:
+    """(Lab 01) What one past an edge (`odd`) and the next aligned size (`aligned`) show, both over the edge's speed.
+
+    `noise` is what the machine alone does to a ratio (the rounds' spread, a shape's disagreement with
+    itself); a verdict needs an effect bigger than it, else "inconclusive". A 10% drop counts as a cliff.
+    """
+    if odd.median < 0.9 and not odd.clears(noise):
+        return f"inconclusive: the noise ({noise:.2f}) exceeds the effect"
+    if odd.median >= 0.9:
+        return (f"inconclusive: the noise ({noise:.2f}) hides a 10% step" if noise >= 0.1
+                else "no cliff: one past the edge is not 10% slower")
+    if aligned.median - odd.median > max(0.1 * odd.median, noise):
+        return "alignment: the aligned size recovers"
+    if aligned.clears(noise):
+        return "a step: the aligned size is as slow (a wider tile or cache block)"
+    return f"inconclusive: the aligned size is within the noise ({noise:.2f}) of both"

@@ -50,3 +50,12 @@ def test_ratio_median_spread_and_clears():
 def test_bad_input_names_the_value(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_edge_verdict_needs_an_effect_bigger_than_the_noise() -> None:
+    r = lambda *xs: sr.Ratio(tuple(xs))  # noqa: E731  per-round ratios over the edge's speed
+    assert sr.edge_verdict(r(0.2, 0.2), r(1.0, 1.0), 0.05) == "alignment: the aligned size recovers"
+    assert sr.edge_verdict(r(0.5, 0.5), r(0.5, 0.5), 0.05).startswith("a step")
+    assert sr.edge_verdict(r(0.98, 0.99), r(1.0, 1.0), 0.02) == "no cliff: one past the edge is not 10% slower"
+    assert "hides a 10% step" in sr.edge_verdict(r(0.98, 0.99), r(1.0, 1.0), 0.3)
+    assert "exceeds the effect" in sr.edge_verdict(r(0.8, 0.8), r(1.0, 1.0), 0.5)
