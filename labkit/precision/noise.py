@@ -71,6 +71,17 @@ def smooth(losses: Sequence[float], window: int) -> np.ndarray:
     return (c[idx] - c[lo]) / (idx - lo)
 
 
+def steps_to_reach(losses: Sequence[float], target: float, window: int) -> int | None:
+    """(Lab 04) First step (0-based) whose ``smooth``-ed loss is at or below ``target``; None if never.
+
+    How many steps earlier one run got where another ended: a run that leaves a loss plateau sooner
+    reaches fp32's final loss well before the last step (benchmarks/diag_bf16_loss.py).
+    """
+    target = check_real(target, "target", hint="; e.g. the reference run's final smoothed loss")
+    hit = np.flatnonzero(smooth(losses, window) <= target)
+    return int(hit[0]) if hit.size else None
+
+
 def default_window(steps: int) -> int:
     """(Lab 04) Smoothing window for a run of ``steps``: a tenth of it, at least 3 steps."""
     return max(3, steps // 10)

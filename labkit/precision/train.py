@@ -83,6 +83,9 @@ class TrainConfig:
     # JAX only: after training, trace this many more steps and charge their device time by HLO op
     # (labkit.measure.xla_breakdown) into TrainResult.device_time; 0 = no trace (bench_precision sets 3).
     trace_steps: int = 0
+    # Keep the final fp32 master weights (canonical flat dict) in TrainResult.params, to evaluate the
+    # trained model apart from its training losses (benchmarks/diag_bf16_loss.py); off: a copy per run.
+    keep_params: bool = False
 
     def __post_init__(self) -> None:
         # Counts are whole numbers (steps=2.5 would train 3 steps), lr and clip_norm finite and > 0.
@@ -93,6 +96,8 @@ class TrainConfig:
         if self.clip_norm is not None:
             checked["clip_norm"] = check_real(self.clip_norm, "TrainConfig.clip_norm", 0.0,
                                               hint="; e.g. clip_norm=1.0, or None for no clipping")
+        if not isinstance(self.keep_params, bool):
+            raise TypeError(f"TrainConfig.keep_params must be True or False, got {self.keep_params!r}")
         if not isinstance(self.loss_scale, ls.LossScaleConfig):
             raise TypeError(f"TrainConfig.loss_scale must be a LossScaleConfig, got {self.loss_scale!r}; "
                             f"e.g. loss_scale.LossScaleConfig(init_scale=2.0 ** 16) or loss_scale.static(1024.0)")
@@ -126,6 +131,8 @@ class TrainResult:
     memory: dict[str, int]       # bytes, see memory_model / saved_bytes_*
     # JAX with TrainConfig.trace_steps: an XlaBreakdown of that many extra steps (device time by op)
     device_time: Any = None
+    # With TrainConfig.keep_params: the final fp32 master weights, {canonical name: numpy array}
+    params: dict[str, np.ndarray] | None = None
 
     @property
     def step_time_s(self) -> float:
@@ -228,7 +235,7 @@ def train_torch(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainCon
 
     from labkit.gpt.data import to_torch
     from labkit.gpt.convert import load_flat_params
-    from labkit.gpt.torch_model import TorchGPT
+    from labkit.gpt.torch_model import TorchGPT, torch_flat_params
 
     flat = init_flat(cfg, tc.seed) if flat is None else flat
     dev = torch.device(device)
@@ -248,7 +255,8 @@ def train_torch(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainCon
     memory = {**memory_model(cfg), "saved_for_backward": saved_bytes_torch(model, precision, x0)}
     if peak is not None:
         memory["cuda_peak_allocated"] = peak
-    return TrainResult("torch", precision, losses, times, scales, int(skipped), memory)
+    kept = torch_flat_params(model) if tc.keep_params else None
+    return TrainResult("torch", precision, losses, times, scales, int(skipped), memory, params=kept)
 
 
 def _cuda_baseline(dev: Any) -> int:

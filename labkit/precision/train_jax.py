@@ -73,7 +73,7 @@ def train_jax(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfi
     import optax
     from flax import nnx
 
-    from labkit.gpt.flax_model import flax_loss
+    from labkit.gpt.flax_model import flax_flat_params, flax_loss
 
     flat = init_flat(cfg, tc.seed) if flat is None else flat
     graphdef, params, rest = _jax_parts(cfg, precision, flat)
@@ -130,6 +130,8 @@ def train_jax(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfi
         skipped += not bool(finite)
     memory = {**memory_model(cfg), "saved_for_backward": saved_bytes_jax(cfg, precision, x0, flat),
               "xla_temp": int(getattr(mem, "temp_size_in_bytes", 0) or 0)}
+    # Copied before any traced step below donates (invalidates) the trained weights.
+    kept = flax_flat_params(nnx.merge(graphdef, params, rest)) if tc.keep_params else None
     device_time = None
     if tc.trace_steps:  # a few more steps on the last batch, traced: where the step's device time goes
         from labkit.measure import xla_breakdown
@@ -143,4 +145,36 @@ def train_jax(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfi
 
         device_time = xla_breakdown.trace_step(run, traced.as_text(), steps=tc.trace_steps)
         device_time = replace(device_time, source=device_time.source + note)
-    return TrainResult("jax", precision, losses, times, scales, skipped, memory, device_time)
+    return TrainResult("jax", precision, losses, times, scales, skipped, memory, device_time, params=kept)
+
+
+def heldout_loss_jax(cfg: GPTConfig, flat: dict[str, np.ndarray], tokens: np.ndarray, precision: str = "fp32",
+                     batches: int = 8, batch: int = 8, seq: int | None = None, seed: int = 0,
+                     fp32_matmul: str = "highest") -> float:
+    """(Lab 04) Mean cross-entropy (nats/token) of weights ``flat`` on seeded windows of ``tokens``, in ``precision``.
+
+    Evaluates a trained model apart from its training losses: on held-out text (``labkit.gpt.data.split``),
+    and in fp32 whatever precision trained it, so a bf16 run's weights and fp32's are judged by one forward.
+    ``batches`` windows of (``batch``, ``seq``) tokens from ``numpy.random.default_rng(seed)``.
+    """
+    import jax
+    from flax import nnx
+
+    from labkit.gpt.data import check_count, get_batch
+    from labkit.gpt.flax_model import flax_loss
+
+    batches, batch = check_count(batches, "batches", example=8), check_count(batch, "batch", example=8)
+    seq = cfg.seq_len if seq is None else check_count(seq, "seq", example=cfg.seq_len)
+    if seq > cfg.seq_len:
+        raise ValueError(f"seq={seq} is longer than the model's seq_len={cfg.seq_len}; use seq <= {cfg.seq_len}")
+    if fp32_matmul not in _FP32_MATMUL:
+        raise ValueError(f"fp32_matmul must be one of {', '.join(_FP32_MATMUL)}, got {fp32_matmul!r}")
+    graphdef, params, rest = _jax_parts(cfg, precision, flat)
+    loss = jax.jit(lambda p, x, y: flax_loss(nnx.merge(graphdef, p, rest), x, y))
+    rng, total = np.random.default_rng(seed), 0.0
+    jax_prec = _FP32_MATMUL[fp32_matmul][0]
+    with jax.default_matmul_precision(jax_prec) if jax_prec else contextlib.nullcontext():
+        for _ in range(batches):  # equal-sized batches: the mean of means is the mean per token
+            x, y = get_batch(tokens, batch, seq, rng)
+            total += float(loss(params, x, y))
+    return total / batches

@@ -176,3 +176,20 @@ def test_bad_windows_and_curves_name_the_value(call, err: type, match: str) -> N
     with pytest.raises(err, match=match):
         call()
     assert noise.smooth(np.arange(4.0), np.int64(2))[-1] == 2.5  # numpy ints are fine
+
+
+def test_steps_to_reach_counts_the_steps_of_a_plateau_left_sooner() -> None:
+    """Two curves on a plateau at 2.5 that drop to 2.2, one at step 60, one at step 120 (known answers)."""
+    steps = np.arange(200)
+    early = np.where(steps < 60, 2.5, 2.2)  # leaves the plateau at step 60
+    late = np.where(steps < 120, 2.5, 2.2)
+    target = float(noise.smooth(late, 5)[-1])  # 2.2: where the late run ends
+    # The trailing 5-step mean first reaches 2.2 once the window holds only post-drop steps: drop + 4.
+    assert noise.steps_to_reach(early, target, 5) == 64 and noise.steps_to_reach(late, target, 5) == 124
+    assert noise.steps_to_reach(early, target, 1) == 60  # no smoothing: the drop itself
+    assert noise.steps_to_reach(late, 2.1, 5) is None  # never that low
+    assert noise.steps_to_reach(list(early), 2.5, 5) == 0  # a list works; at the target counts
+    with pytest.raises(TypeError, match="target must be a finite number, got None"):
+        noise.steps_to_reach(early, None, 5)
+    with pytest.raises(ValueError, match="window must be >= 1"):
+        noise.steps_to_reach(early, 2.2, 0)

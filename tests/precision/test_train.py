@@ -160,6 +160,8 @@ def test_bad_input() -> None:
         pt.TrainConfig(timed_from=-1)
     with pytest.raises(TypeError, match=r"loss_scale must be a LossScaleConfig, got None"):
         pt.TrainConfig(loss_scale=None)
+    with pytest.raises(TypeError, match=r"TrainConfig.keep_params must be True or False, got 'yes'"):
+        pt.TrainConfig(keep_params="yes")
     ok = pt.TrainConfig(steps=np.int64(3), timed_from=0, lr=np.float32(1e-3))
     assert (type(ok.steps), type(ok.lr), ok.steps) == (int, float, 3)  # numpy scalars become Python numbers
     assert [pt.compute_dtype(p) for p in ("fp32", "bf16", "fp16_scaled")] == ["float32", "bfloat16", "float16"]
@@ -224,3 +226,61 @@ def test_cuda_baseline_collects_what_an_earlier_run_left_in_a_cycle(monkeypatch:
         assert ref() is None and calls == ["empty_cache", "reset"]
     finally:
         gc.enable()
+
+
+def _torch_heldout(flat: dict, tokens: np.ndarray, batches: int, batch: int, seed: int) -> float:
+    """The reference: TorchGPT in fp32 on the same seeded windows (the other framework)."""
+    import torch
+
+    from labkit.gpt.convert import load_flat_params
+    from labkit.gpt.data import get_batch
+    from labkit.gpt.torch_model import TorchGPT, torch_loss
+
+    model, rng, total = load_flat_params(TorchGPT(CFG), flat), np.random.default_rng(seed), 0.0
+    with torch.no_grad():
+        for _ in range(batches):
+            x, y = (torch.from_numpy(a).long() for a in get_batch(tokens, batch, CFG.seq_len, rng))
+            total += float(torch_loss(model, x, y))
+    return total / batches
+
+
+def test_heldout_loss_is_torchs_fp32_loss_on_the_same_windows(tokens: np.ndarray, flat: dict) -> None:
+    """diag_bf16_loss judges every run's weights by this forward: it must be the model's loss, not JAX's alone."""
+    from labkit.precision.train_jax import heldout_loss_jax
+
+    got = heldout_loss_jax(CFG, flat, tokens, batches=3, batch=4, seed=5)
+    assert got == pytest.approx(_torch_heldout(flat, tokens, 3, 4, 5), abs=1e-4)
+    assert got == pytest.approx(math.log(CFG.vocab_size), abs=0.1)  # a fresh GPT-2 init: near-uniform logits
+    low = heldout_loss_jax(CFG, flat, tokens, "bf16", batches=3, batch=4, seed=5)
+    assert 0 < abs(low - got) < 0.05  # the same weights through a bf16 forward: close, not the same numbers
+    assert heldout_loss_jax(CFG, flat, tokens, batches=3, batch=4, seed=6) != got  # the seed picks the windows
+
+
+def test_kept_params_are_the_trained_weights(tokens: np.ndarray, flat: dict, runs: dict) -> None:
+    """TrainResult.params is the run's final master weights (trained, not the init), the same in both frameworks."""
+    from labkit.precision.train_jax import heldout_loss_jax
+
+    assert all(r.params is None for r in runs.values())  # off by default: no copy per run
+    tc = replace(TC, steps=12, keep_params=True)
+    kept = {fw: pt.train(fw, CFG, "fp32", tokens, tc, flat).params for fw in ("jax", "torch")}
+    for fw, p in kept.items():
+        assert set(p) == set(flat) and all(p[k].dtype == np.float32 for k in p)
+        assert max(float(np.abs(p[k] - flat[k]).max()) for k in p) > 1e-3  # twelve AdamW steps moved them
+    before = heldout_loss_jax(CFG, flat, tokens, batches=2, batch=8, seed=3)
+    after = {fw: heldout_loss_jax(CFG, p, tokens, batches=2, batch=8, seed=3) for fw, p in kept.items()}
+    assert after["jax"] < before - 0.3  # trained weights, not the init
+    assert after["jax"] == pytest.approx(_torch_heldout(kept["jax"], tokens, 2, 8, 3), abs=1e-4)
+    assert after["jax"] == pytest.approx(after["torch"], abs=0.01)  # same recipe, same batches, two frameworks
+
+
+def test_heldout_loss_bad_input(tokens: np.ndarray, flat: dict) -> None:
+    from labkit.precision.train_jax import heldout_loss_jax
+
+    with pytest.raises(ValueError, match=rf"seq=999 is longer than the model's seq_len={CFG.seq_len}"):
+        heldout_loss_jax(CFG, flat, tokens, seq=999)
+    with pytest.raises(ValueError, match="fp32_matmul must be one of default, highest, tf32, got 'fast'"):
+        heldout_loss_jax(CFG, flat, tokens, fp32_matmul="fast")
+    with pytest.raises(ValueError, match="batches must be >= 1, got 0"):
+        heldout_loss_jax(CFG, flat, tokens, batches=0)
+    with pytest.raises(ValueError, match="valid: fp32"):
+        heldout_loss_jax(CFG, flat, tokens, "int8")
