@@ -15,6 +15,8 @@ output costs on this runtime.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -319,12 +321,29 @@ def probe_kind(point: OpPoint) -> str:
     return kind + (" in place" if point.name.endswith(" in place") else "")
 
 
+LEVEL_BAND = 0.05  # a last step within ±5% is flat: the spread of a good median on a quiet machine
+
+
 def levelled_off(points: Sequence[OpPoint]) -> float:
-    """(Lab 00) FLOP/s of the largest size over the next largest: near 1 the sweep has levelled off."""
-    if len(points) < 2:
-        raise ValueError(f"need at least two sizes to see a sweep level off, got {len(points)}")
-    by_size = sorted(points, key=lambda p: p.flops)
-    return by_size[-1].flops_per_s / by_size[-2].flops_per_s
+    """(Lab 00) Best FLOP/s at the largest size over the best at the next largest: near 1 the sweep has levelled off.
+
+    Points of one size from several frameworks count once, at the fastest: a size's figure is the best
+    any library reached there, so one library's slow run at the top size does not read as "falling".
+    """
+    best: dict[float, float] = {}  # FLOPs per call (the size) -> best FLOP/s at it
+    for p in points:
+        best[p.flops] = max(best.get(p.flops, 0.0), p.flops_per_s)
+    if len(best) < 2:
+        raise ValueError(f"need at least two sizes to see a sweep level off, got {len(best)}")
+    top, below = sorted(best)[-2:][::-1]
+    return best[top] / best[below]
+
+
+def level_verdict(ratio: float) -> str:
+    """(Lab 00) What a :func:`levelled_off` ratio says: "still rising", "levelled off" or "falling"."""
+    if not math.isfinite(ratio) or ratio <= 0:
+        raise ValueError(f"ratio must be a finite FLOP/s ratio > 0, got {ratio!r}; pass levelled_off(points)")
+    return "still rising" if ratio > 1 + LEVEL_BAND else "falling" if ratio < 1 - LEVEL_BAND else "levelled off"
 
 
 def measured_bandwidth(points: Sequence[OpPoint]) -> float:

@@ -56,7 +56,7 @@ def plot_roofline(peak_flops: float, bandwidth: float, ops: Sequence[OpPoint] = 
         ax.loglog(x, attainable(x, spec_peak_flops, spec_bandwidth) / 1e12, "k--", alpha=0.5, label="spec sheet")
     r = ridge_point(peak_flops, bandwidth)
     ax.axvline(r, color="grey", lw=0.8, ls=":")
-    ax.annotate(f"ridge {r:.0f} FLOP/B", (r, peak_flops / 1e12), textcoords="offset points", xytext=(5, -14), fontsize=8)
+    ax.annotate(f"ridge {r:.3g} FLOP/B", (r, peak_flops / 1e12), textcoords="offset points", xytext=(5, -14), fontsize=8)
     groups: dict[str, list[str]] = {}
     for p in ops:
         kind = bound_by(p.flops, p.bytes, peak_flops, bandwidth, overhead_s)

@@ -152,8 +152,30 @@ def test_probe_kind_and_levelled_off() -> None:
     sweep = [roofline.OpPoint("matmul", "jax", "bf16", 2 * n**3, 3 * n * n * 2, t(s))
              for n, s in ((1024, 6e-3), (256, 1e-4), (512, 1e-3))]
     assert roofline.levelled_off(sweep) == pytest.approx(8 / 6)
+    assert roofline.level_verdict(8 / 6) == "still rising"
     with pytest.raises(ValueError, match="two sizes"):
         roofline.levelled_off(sweep[:1])
+    # A second framework's points: each size counts at its fastest. torch's 1024 took 1.1e-2 s (slower than
+    # jax's) and its 512 1e-3 s (a tie): the ratio stays jax 1024 / jax 512 = 8/6. Alone, torch's sweep falls.
+    torch_pts = [roofline.OpPoint("matmul", "torch", "bf16", 2 * n**3, 3 * n * n * 2, t(s))
+                 for n, s in ((1024, 1.1e-2), (512, 1e-3))]
+    assert roofline.levelled_off(sweep + torch_pts) == pytest.approx(8 / 6)
+    assert roofline.levelled_off(torch_pts) == pytest.approx(8e-3 / 1.1e-2)  # 0.727: the cold read's 0.73x
+    assert roofline.level_verdict(roofline.levelled_off(torch_pts)) == "falling"
+    with pytest.raises(ValueError, match="two sizes to see a sweep level off, got 1"):  # two frameworks at one size are one size
+        roofline.levelled_off([sweep[0], torch_pts[0]])
+
+
+@pytest.mark.parametrize("ratio, verdict", [(1.06, "still rising"), (1.05, "levelled off"), (0.96, "levelled off"),
+                                            (0.95, "levelled off"), (0.94, "falling")])
+def test_level_verdict_band(ratio: float, verdict: str) -> None:
+    assert roofline.level_verdict(ratio) == verdict
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
+def test_level_verdict_refuses_a_non_ratio(bad: float) -> None:
+    with pytest.raises(ValueError, match="pass levelled_off"):
+        roofline.level_verdict(bad)
 
 
 @pytest.mark.parametrize("probe", [lambda: roofline.stream_torch(0), lambda: roofline.copy_torch(0),

@@ -78,6 +78,8 @@ def check_roofline_time(fn: Callable[[float, float, float, float], float]) -> Ch
              "before *both* its math and its memory traffic are done."),
         Hint(is_(lambda f, b, p, w: f / p), "only the compute time: memory-bound ops (few FLOP/byte) take longer."),
         Hint(is_(lambda f, b, p, w: b / w), "only the memory time: compute-bound ops take longer than that."),
+        Hint(lambda g, e, a: any(ratio_is(f)(g, e, a) for f in (1e3, 1e-3, 1e6, 1e-6, 1e9, 1e-9)),
+             "right formula, wrong unit: return plain seconds (no ms, µs or ns conversion)."),
     ]
     return check_function("roofline time", fn, _roofline_time, cases, hints=hints,
                           explain="time = max(FLOPs/peak, bytes/bandwidth): the roofline in seconds.")
