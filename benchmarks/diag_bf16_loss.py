@@ -8,6 +8,8 @@ training split (``labkit.gpt.data.split``: the last 10% is held out):
 - ``fp32_init<k>`` the same from init k = 1 .. ``--inits`` - 1: how far two fp32 runs land apart;
 - ``bf16``         init 0, the attention kernel JAX picks (cuDNN's fused kernel on an Ampere+ GPU);
 - ``bf16_xla``     the same with XLA's own attention (``labkit.runtime.attention.xla_attention``);
+- ``bf16_fp32res`` bf16 with the residual stream in fp32 (``TrainConfig(jax_residual="fp32")``): what
+                   ``torch.autocast`` computes, whose H100 bf16 run ended level with fp32;
 - ``fp16_scaled``  fp16 with dynamic loss scaling (cuDNN's kernel too, on such a GPU).
 
 For each run it writes the final training loss (mean of the last 5 steps), the signed gaps to fp32,
@@ -17,6 +19,7 @@ earlier positions saw later tokens), and the trained weights' loss on held-out t
 fp32 forward (``val_loss_fp32``) and once through the run's own (``val_loss_own``). How to read it:
 
 - a leak (bf16 leaking, bf16_xla not): cuDNN's kernel reads the future in bf16;
+- bf16 below fp32 and bf16_fp32res level with it: the bf16 residual stream (Flax's ``dtype=``) is the cause;
 - ``val_loss_own`` well below ``val_loss_fp32`` for bf16: its forward *reads* low, the training loss is
   biased and the weights are no better;
 - bf16's ``val_loss_fp32`` below fp32's by more than the fp32 inits' spread: the bf16 run trained a
@@ -27,7 +30,7 @@ fp32 forward (``val_loss_fp32``) and once through the run's own (``val_loss_own`
 On a CPU the two bf16 runs are one program (XLA's attention either way); ``--profile smoke`` checks
 the script. Writes benchmarks/results/bf16_loss_<device>_<host>.json.
 
-    python3 benchmarks/diag_bf16_loss.py                    # full profile: ~3 min on an H100
+    python3 benchmarks/diag_bf16_loss.py                    # full profile: ~3.5 min on an H100
     python3 benchmarks/diag_bf16_loss.py --steps 400        # does fp32 catch up? (~6 min)
     python3 benchmarks/diag_bf16_loss.py --profile smoke    # tiny model, seconds on a CPU
 """
@@ -57,25 +60,27 @@ PROFILES = {  # Lab 04's Sizes: (model, steps, batch, warm-up)
     "full": ("small", 200, 32, 20),
     "smoke": ("test", 30, 8, 3),
 }
-RUNS = {  # name -> (precision, use XLA's attention); fp32_init<k> runs are added by --inits
-    "fp32": ("fp32", False), "bf16": ("bf16", False), "bf16_xla": ("bf16", True), "fp16_scaled": ("fp16_scaled", False),
+RUNS = {  # name -> (precision, use XLA's attention, JAX residual stream); fp32_init<k> runs are added by --inits
+    "fp32": ("fp32", False, "compute"), "bf16": ("bf16", False, "compute"), "bf16_xla": ("bf16", True, "compute"),
+    "bf16_fp32res": ("bf16", False, "fp32"), "fp16_scaled": ("fp16_scaled", False, "compute"),
 }
 VAL_BATCHES = 16  # held-out windows per evaluation: 16 x batch x seq tokens
 
 
-def one_run(cfg, prec: str, xla: bool, tc, train_tokens, val_tokens, flat, probe, batch: int) -> dict:
-    """Train one run, probe its causality and evaluate its weights on held-out text."""
+def one_run(cfg, prec: str, xla: bool, residual: str, tc, train_tokens, val_tokens, flat, probe, batch: int) -> dict:
+    """Train one run, probe its causality (the attention kernel's: the default stream) and score it on held-out text."""
     with attention.xla_attention() if xla else contextlib.nullcontext():  # traced and compiled inside
         kernel = attention.jax_attention_implementation(precision_train.compute_dtype(prec)) or "xla"
         t0 = time.perf_counter()
         r = precision_train.train_jax(cfg, prec, train_tokens, replace(
-            tc, fp32_matmul="highest" if prec == "fp32" else "default", keep_params=True), flat)
+            tc, fp32_matmul="highest" if prec == "fp32" else "default", keep_params=True, jax_residual=residual), flat)
         seconds = time.perf_counter() - t0
         leak = causality.leak_ratio("jax", cfg, prec, flat, probe)
-        val_own = heldout_loss_jax(cfg, r.params, val_tokens, prec, VAL_BATCHES, batch, fp32_matmul="default")
+        val_own = heldout_loss_jax(cfg, r.params, val_tokens, prec, VAL_BATCHES, batch, fp32_matmul="default",
+                                   residual=residual)
     val_fp32 = heldout_loss_jax(cfg, r.params, val_tokens, "fp32", VAL_BATCHES, batch)  # one forward judges all
-    return {"precision": prec, "attention": kernel, "final_loss": r.final_loss(), "losses": r.losses,
-            "leak_ratio": leak, "causal": leak <= causality.LEAK_LIMIT, "seconds": seconds,
+    return {"precision": prec, "attention": kernel, "residual_stream": residual, "final_loss": r.final_loss(),
+            "losses": r.losses, "leak_ratio": leak, "causal": leak <= causality.LEAK_LIMIT, "seconds": seconds,
             "val_loss_fp32": val_fp32, "val_loss_own": val_own}
 
 
@@ -97,14 +102,14 @@ def main() -> None:
     tc = precision_train.TrainConfig(steps=steps, batch=batch, seq=cfg.seq_len, lr=3e-3, seed=0, warmup=warmup,
                                      clip_norm=1.0)
     probe = get_batch(train_tokens, batch, cfg.seq_len, np.random.default_rng(2))[0]  # (batch, seq) as trained
-    plan = {**RUNS, **{f"fp32_init{k}": ("fp32", False) for k in range(1, args.inits)}}
+    plan = {**RUNS, **{f"fp32_init{k}": ("fp32", False, "compute") for k in range(1, args.inits)}}
     runs = {}
-    for name, (prec, xla) in plan.items():
+    for name, (prec, xla, residual) in plan.items():
         if prec == "bf16" and not rt.bf16:
             print(f"skip {name}: {rt.chip} has no bf16")
             continue
         init = int(name.removeprefix("fp32_init")) if name.startswith("fp32_init") else 0
-        runs[name] = v = one_run(cfg, prec, xla, tc, train_tokens, val_tokens,
+        runs[name] = v = one_run(cfg, prec, xla, residual, tc, train_tokens, val_tokens,
                                  precision_train.init_flat(cfg, seed=init), probe, batch)
         print(f"{name:12s} attention {v['attention']:5s} final loss {v['final_loss']:.4f}  leak ratio "
               f"{v['leak_ratio']:.2g}  held-out: fp32 forward {v['val_loss_fp32']:.4f}, own {v['val_loss_own']:.4f}")

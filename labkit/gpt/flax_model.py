@@ -4,7 +4,11 @@ Same parameterization as ``labkit.gpt.torch_model.TorchGPT`` — see ``labkit.gp
 config, the shared choices (tied head, no Linear bias, tanh GELU, no dropout) and the
 canonical weight names. Parameters are always fp32; ``dtype`` (e.g. ``jnp.bfloat16``) is the
 *compute* dtype for mixed precision (Lab 04): activations and matmuls run in it, LayerNorm
-statistics and the loss stay in fp32.
+statistics and the loss stay in fp32. That includes the **residual stream** (the embeddings and
+every ``x + block(x)``): Flax's ``dtype`` casts it too, where ``torch.autocast`` leaves it fp32
+(additions and embedding lookups are not on autocast's low-precision list). ``residual_dtype``
+(e.g. ``jnp.float32``) keeps the embeddings and the residual adds in that dtype instead: autocast's
+recipe, so the two frameworks' "bf16" runs compute the same thing.
 """
 
 from __future__ import annotations
@@ -112,9 +116,12 @@ class Block(nnx.Module):
 class FlaxGPT(nnx.Module):
     """Decoder-only GPT in Flax NNX: tokens (batch, seq) int -> logits (batch, seq, vocab) (Lab 02)."""
 
-    def __init__(self, cfg: GPTConfig, *, rngs: nnx.Rngs | None = None, dtype: Any = None) -> None:
+    def __init__(self, cfg: GPTConfig, *, rngs: nnx.Rngs | None = None, dtype: Any = None,
+                 residual_dtype: Any = None) -> None:
         rngs = rngs if rngs is not None else nnx.Rngs(0)
         self.cfg = cfg  # frozen dataclass: static metadata, not a parameter
+        # None: the residual stream runs in ``dtype`` (Flax's way); e.g. jnp.float32: autocast's way.
+        self.residual_dtype = None if residual_dtype is None else jnp.dtype(residual_dtype)
         d = cfg.d_model
         self.wte = nnx.Embed(cfg.vocab_size, d, dtype=dtype, embedding_init=_normal(0.02),
                              rngs=rngs)  # (vocab, d_model); also the tied head
@@ -127,15 +134,24 @@ class FlaxGPT(nnx.Module):
         b, t = tokens.shape  # (batch, seq)
         if t > self.cfg.seq_len:
             raise ValueError(f"sequence length {t} > cfg.seq_len={self.cfg.seq_len}")
-        x = self.wte(tokens) + self.wpe(jnp.arange(t))[None]  # (batch, seq, d_model)
+        x = self.embed(tokens)  # (batch, seq, d_model)
         for block in self.blocks:
-            x = block(x)
+            x = block(x)  # x + attn(...) promotes to x's dtype: the residual stream keeps it
         return self.wte.attend(self.ln_f(x))  # tied head: x @ wte.T -> (batch, seq, vocab)
 
+    def embed(self, tokens: jax.Array) -> jax.Array:
+        """Token + position embeddings: the start of the residual stream, (batch, seq, d_model) (Lab 04)."""
+        t = tokens.shape[1]
+        if self.residual_dtype is None:  # looked up and added in the compute dtype
+            return self.wte(tokens) + self.wpe(jnp.arange(t))[None]
+        # Looked up from the fp32 tables and added in residual_dtype, as torch does under autocast.
+        wte, wpe = _get(self.wte.embedding), _get(self.wpe.embedding)  # (vocab, d), (seq_len, d)
+        return (jnp.take(wte, tokens, axis=0) + wpe[:t][None]).astype(self.residual_dtype)
 
-def abstract_flax_gpt(cfg: GPTConfig, dtype: Any = None) -> FlaxGPT:
+
+def abstract_flax_gpt(cfg: GPTConfig, dtype: Any = None, residual_dtype: Any = None) -> FlaxGPT:
     """A FlaxGPT whose weights are shapes only (no random init); fill it with flax_load_flat (Lab 05)."""
-    return nnx.eval_shape(lambda: FlaxGPT(cfg, rngs=nnx.Rngs(0), dtype=dtype))
+    return nnx.eval_shape(lambda: FlaxGPT(cfg, rngs=nnx.Rngs(0), dtype=dtype, residual_dtype=residual_dtype))
 
 
 def canonical_vars(model: FlaxGPT) -> Iterator[tuple[str, nnx.Variable, bool]]:

@@ -86,6 +86,10 @@ class TrainConfig:
     # Keep the final fp32 master weights (canonical flat dict) in TrainResult.params, to evaluate the
     # trained model apart from its training losses (benchmarks/diag_bf16_loss.py); off: a copy per run.
     keep_params: bool = False
+    # JAX only: the residual stream's dtype in a low-precision run. "compute": Flax's dtype casts it too
+    # (bf16 / fp16 embeddings and x + block(x)); "fp32": torch.autocast's recipe, embeddings and residual
+    # adds stay fp32 (labkit.gpt.flax_model.FlaxGPT's residual_dtype). torch always runs autocast's.
+    jax_residual: str = "compute"
 
     def __post_init__(self) -> None:
         # Counts are whole numbers (steps=2.5 would train 3 steps), lr and clip_norm finite and > 0.
@@ -96,6 +100,9 @@ class TrainConfig:
         if self.clip_norm is not None:
             checked["clip_norm"] = check_real(self.clip_norm, "TrainConfig.clip_norm", 0.0,
                                               hint="; e.g. clip_norm=1.0, or None for no clipping")
+        if self.jax_residual not in JAX_RESIDUAL:
+            raise ValueError(f"TrainConfig.jax_residual must be one of {', '.join(JAX_RESIDUAL)}, got "
+                             f"{self.jax_residual!r}; 'fp32' keeps JAX's residual stream in fp32 as autocast does")
         if not isinstance(self.keep_params, bool):
             raise TypeError(f"TrainConfig.keep_params must be True or False, got {self.keep_params!r}")
         if not isinstance(self.loss_scale, ls.LossScaleConfig):
@@ -112,6 +119,8 @@ def lr_at(tc: TrainConfig, applied: int) -> float:
     """(Lab 04) Learning rate for the update after ``applied`` applied updates: linear warm-up, then flat."""
     return tc.lr * min(1.0, (applied + 1) / tc.warmup) if tc.warmup else tc.lr
 
+
+JAX_RESIDUAL = ("compute", "fp32")  # TrainConfig.jax_residual: the residual stream's dtype in JAX
 
 # fp32_matmul -> (jax.default_matmul_precision value, torch.set_float32_matmul_precision value)
 _FP32_MATMUL = {"default": (None, None), "highest": ("highest", "highest"),

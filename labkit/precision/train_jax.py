@@ -19,7 +19,7 @@ from labkit.precision import loss_scale as ls
 from labkit.runtime import attention
 from labkit.gpt.data import Batcher
 from labkit.gpt.config import GPTConfig
-from labkit.precision.train import (_FP32_MATMUL, TrainConfig, TrainResult, compute_dtype, init_flat,
+from labkit.precision.train import (_FP32_MATMUL, JAX_RESIDUAL, TrainConfig, TrainResult, compute_dtype, init_flat,
                                     memory_model)
 
 
@@ -29,37 +29,40 @@ def _jax_dtype(precision: str) -> Any:
     return getattr(jnp, compute_dtype(precision))
 
 
-def _jax_parts(cfg: GPTConfig, precision: str, flat: dict[str, np.ndarray]) -> tuple[Any, ...]:
+def _jax_parts(cfg: GPTConfig, precision: str, flat: dict[str, np.ndarray],
+               residual: str = "compute") -> tuple[Any, ...]:
+    import jax.numpy as jnp
     from flax import nnx
 
     from labkit.gpt.convert import load_flat_params
     from labkit.gpt.flax_model import abstract_flax_gpt
 
     dt = _jax_dtype(precision)
-    model = abstract_flax_gpt(cfg, dtype=dt)  # shapes only; load_flat_params fills in fp32
+    res = jnp.float32 if residual == "fp32" and dt != jnp.float32 else None  # see TrainConfig.jax_residual
+    model = abstract_flax_gpt(cfg, dtype=dt, residual_dtype=res)  # shapes only; load_flat_params fills in fp32
     model = load_flat_params(model, flat)
     return nnx.split(model, nnx.Param, ...)  # graphdef (holds the compute dtype), params, rest
 
 
-def saved_tensors_jax(cfg: GPTConfig, precision: str, x: np.ndarray,
-                      flat: dict[str, np.ndarray]) -> list[tuple[str, tuple[int, ...], int]]:
+def saved_tensors_jax(cfg: GPTConfig, precision: str, x: np.ndarray, flat: dict[str, np.ndarray],
+                      residual: str = "compute") -> list[tuple[str, tuple[int, ...], int]]:
     """(Lab 04) (dtype, shape, bytes) per residual JAX autodiff keeps for the backward pass (shapes only, no run)."""
     import jax
     from flax import nnx
 
     from labkit.gpt.flax_model import flax_loss
 
-    graphdef, params, rest = _jax_parts(cfg, precision, flat)
+    graphdef, params, rest = _jax_parts(cfg, precision, flat, residual)
     xj = jax.numpy.asarray(x)
     f = lambda p: flax_loss(nnx.merge(graphdef, p, rest), xj, xj)  # noqa: E731
     res = jax.eval_shape(lambda p: jax.vjp(f, p)[1], params)  # the vjp closure's residuals
     return [(str(r.dtype), tuple(r.shape), int(r.size * r.dtype.itemsize)) for r in jax.tree_util.tree_leaves(res)]
 
 
-def saved_bytes_jax(cfg: GPTConfig, precision: str, x: np.ndarray,
-                    flat: dict[str, np.ndarray]) -> int:
+def saved_bytes_jax(cfg: GPTConfig, precision: str, x: np.ndarray, flat: dict[str, np.ndarray],
+                    residual: str = "compute") -> int:
     """(Lab 04) Bytes JAX autodiff keeps for the backward pass (residuals; shapes only, no run)."""
-    return int(sum(b for _, _, b in saved_tensors_jax(cfg, precision, x, flat)))
+    return int(sum(b for _, _, b in saved_tensors_jax(cfg, precision, x, flat, residual)))
 
 
 _COMPILED: dict[tuple, Any] = {}  # see train_jax
@@ -76,7 +79,7 @@ def train_jax(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfi
     from labkit.gpt.flax_model import flax_flat_params, flax_loss
 
     flat = init_flat(cfg, tc.seed) if flat is None else flat
-    graphdef, params, rest = _jax_parts(cfg, precision, flat)
+    graphdef, params, rest = _jax_parts(cfg, precision, flat, tc.jax_residual)
     # Same recipe as train_torch: clip the (unscaled, fp32) global norm, AdamW with linear warm-up.
     # optax counts applied updates; a skipped fp16 step restores the state, count included.
     sched = lambda count: tc.lr * jnp.minimum(1.0, (count + 1) / tc.warmup) if tc.warmup else tc.lr  # noqa: E731
@@ -109,7 +112,7 @@ def train_jax(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfi
     # attention.xla_attention()): part of the key, or a run asking for XLA's would reuse cuDNN's program.
     kernel = attention.jax_attention_implementation(_jax_dtype(precision))
     key = (cfg, precision, tc.lr, tc.warmup, tc.clip_norm, replace(lcfg, init_scale=1.0), x0.shape, tc.fp32_matmul,
-           jax.default_backend(), kernel)
+           jax.default_backend(), kernel, tc.jax_residual)
     if key not in _COMPILED:
         jax_prec = _FP32_MATMUL[tc.fp32_matmul][0]
         with jax.default_matmul_precision(jax_prec) if jax_prec else contextlib.nullcontext():
@@ -128,7 +131,7 @@ def train_jax(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfi
             times.append(time.perf_counter() - t0)
         losses.append(loss_v)
         skipped += not bool(finite)
-    memory = {**memory_model(cfg), "saved_for_backward": saved_bytes_jax(cfg, precision, x0, flat),
+    memory = {**memory_model(cfg), "saved_for_backward": saved_bytes_jax(cfg, precision, x0, flat, tc.jax_residual),
               "xla_temp": int(getattr(mem, "temp_size_in_bytes", 0) or 0)}
     # Copied before any traced step below donates (invalidates) the trained weights.
     kept = flax_flat_params(nnx.merge(graphdef, params, rest)) if tc.keep_params else None
@@ -150,12 +153,13 @@ def train_jax(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfi
 
 def heldout_loss_jax(cfg: GPTConfig, flat: dict[str, np.ndarray], tokens: np.ndarray, precision: str = "fp32",
                      batches: int = 8, batch: int = 8, seq: int | None = None, seed: int = 0,
-                     fp32_matmul: str = "highest") -> float:
+                     fp32_matmul: str = "highest", residual: str = "compute") -> float:
     """(Lab 04) Mean cross-entropy (nats/token) of weights ``flat`` on seeded windows of ``tokens``, in ``precision``.
 
     Evaluates a trained model apart from its training losses: on held-out text (``labkit.gpt.data.split``),
     and in fp32 whatever precision trained it, so a bf16 run's weights and fp32's are judged by one forward.
-    ``batches`` windows of (``batch``, ``seq``) tokens from ``numpy.random.default_rng(seed)``.
+    ``batches`` windows of (``batch``, ``seq``) tokens from ``numpy.random.default_rng(seed)``; ``residual`` as
+    ``TrainConfig.jax_residual``.
     """
     import jax
     from flax import nnx
@@ -169,7 +173,9 @@ def heldout_loss_jax(cfg: GPTConfig, flat: dict[str, np.ndarray], tokens: np.nda
         raise ValueError(f"seq={seq} is longer than the model's seq_len={cfg.seq_len}; use seq <= {cfg.seq_len}")
     if fp32_matmul not in _FP32_MATMUL:
         raise ValueError(f"fp32_matmul must be one of {', '.join(_FP32_MATMUL)}, got {fp32_matmul!r}")
-    graphdef, params, rest = _jax_parts(cfg, precision, flat)
+    if residual not in JAX_RESIDUAL:
+        raise ValueError(f"residual must be one of {', '.join(JAX_RESIDUAL)}, got {residual!r}")
+    graphdef, params, rest = _jax_parts(cfg, precision, flat, residual)
     loss = jax.jit(lambda p, x, y: flax_loss(nnx.merge(graphdef, p, rest), x, y))
     rng, total = np.random.default_rng(seed), 0.0
     jax_prec = _FP32_MATMUL[fp32_matmul][0]
