@@ -70,6 +70,15 @@ def _jnp_dtype(dtype: str) -> Any:
     return {"fp32": jnp.float32, "bf16": jnp.bfloat16, "fp16": jnp.float16}[dtype]
 
 
+def matmul_fn_jax(dtype: str) -> Callable[[Any, Any], Any]:
+    """(Lab 00) The jitted ``a @ b`` that :func:`matmul_jax` times: fp32 at ``precision="highest"``."""
+    import jax
+
+    _jnp_dtype(dtype)  # refuses tf32 and unknown names
+    precision = "highest" if dtype == "fp32" else None
+    return jax.jit(lambda a, b: jax.numpy.matmul(a, b, precision=precision))  # runs where its inputs live
+
+
 def matmul_jax(m: int, n: int, k: int, dtype: str = "bf16", repeats: int = 10, device: Any = None) -> OpPoint:
     """Time an (m,k)@(k,n) matmul in JAX, fresh random inputs every repeat (Lab 00).
 
@@ -81,8 +90,7 @@ def matmul_jax(m: int, n: int, k: int, dtype: str = "bf16", repeats: int = 10, d
     m, n, k = check_sizes(m=m, n=n, k=k)  # before XLA sees a (-8, 8) shape
     dt = _jnp_dtype(dtype)
     dev = device or jax.devices()[0]
-    precision = "highest" if dtype == "fp32" else None
-    mm = jax.jit(lambda a, b: jax.numpy.matmul(a, b, precision=precision))  # runs where its inputs live
+    mm = matmul_fn_jax(dtype)
 
     def make(i: int) -> tuple[Any, Any]:
         ka, kb = jax.random.split(jax.random.key(i))

@@ -1,0 +1,43 @@
+"""labkit.measure.timed_check (Lab 00): the functions the sweep times agree with float64, and a wrong kernel is caught."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+from labkit.measure import timed_check
+
+
+@pytest.mark.parametrize("framework", ["jax", "torch"])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
+def test_the_timed_matmuls_pass_their_tolerance(framework: str, dtype: str) -> None:
+    err = timed_check.matmul_error(framework, dtype)
+    assert 0 < err <= timed_check.TOLERANCE[dtype]
+    if dtype != "fp32":  # the output is rounded to the format: at least a tenth of a unit roundoff shows
+        assert err > timed_check.TOLERANCE[dtype] / 40
+
+
+def test_inputs_are_exact_in_the_dtype() -> None:
+    a, b = timed_check._inputs(8, 4, 16, "bf16", seed=1)
+    np.testing.assert_array_equal(a.astype(ml_dtypes.bfloat16).astype(np.float64), a)
+    assert a.shape == (8, 16) and b.shape == (16, 4) and a.dtype == np.float64
+
+
+@pytest.mark.parametrize("wrong, dtype", [
+    # fp32 asked, one bf16 pass done (a TPU's DEFAULT): ~1e-3 off, far above the true-fp32 bar
+    (lambda a, b: jnp.matmul(a.astype(jnp.bfloat16), b.astype(jnp.bfloat16)).astype(jnp.float32), "fp32"),
+    # half the reduction skipped: a "fast" kernel that did half the work
+    (lambda a, b: jnp.matmul(a[:, : a.shape[1] // 2], b[: b.shape[0] // 2]), "bf16"),
+])
+def test_a_wrong_kernel_fails_the_check(monkeypatch: pytest.MonkeyPatch, wrong, dtype: str) -> None:
+    monkeypatch.setattr(timed_check, "matmul_fn_jax", lambda dt: jax.jit(wrong))
+    assert timed_check.matmul_error("jax", dtype) > timed_check.TOLERANCE[dtype]
+
+
+def test_bad_input() -> None:
+    with pytest.raises(ValueError, match="framework must be 'jax' or 'torch', got 'mxnet'"):
+        timed_check.matmul_error("mxnet", "fp32")
+    with pytest.raises(ValueError, match="dtype 'tf32' is not one Lab 00 times; use one of fp32, bf16, fp16"):
+        timed_check.matmul_error("jax", "tf32")
