@@ -266,6 +266,17 @@ def torch_kind(device: Any) -> str:
     return torch.device(device).type
 
 
+def torch_on_chip(platform: str, device: Any) -> bool:
+    """(Lab 00) Whether torch work on ``device`` runs on this runtime's chip: not on a GPU/TPU runtime's host CPU.
+
+    On a TPU runtime without torch-xla, :func:`torch_device` is the host CPU: torch's timings there say
+    nothing about the TPU, so the labs leave torch out of the comparison instead of comparing chips.
+    """
+    if platform not in ("cpu", "gpu", "tpu"):
+        raise ValueError(f"platform must be 'cpu', 'gpu' or 'tpu' (labkit.setup().platform), got {platform!r}")
+    return platform == "cpu" or torch_kind(device) != "cpu"
+
+
 def xla_device() -> Any:
     """The torch-xla device (TPU, or CPU with PJRT_DEVICE=CPU); clear error if not installed (Lab 05)."""
     _xla_env()

@@ -164,3 +164,22 @@ def test_simulate_devices_takes_a_numpy_integer() -> None:
     out = run_python(code)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["int", "3", "3"]
+
+
+@pytest.mark.parametrize("platform, dev, on_chip", [
+    ("cpu", "cpu", True), ("gpu", "cuda", True), ("gpu", "cuda:1", True), ("tpu", "xla", True),
+    ("tpu", "cpu", False),  # a TPU runtime without torch-xla: torch_device() is the host CPU
+    ("gpu", "cpu", False),
+])
+def test_torch_on_chip(platform: str, dev: str, on_chip: bool) -> None:
+    import torch
+
+    assert device.torch_on_chip(platform, torch.device(dev)) is on_chip
+    assert device.torch_on_chip(platform, dev) is on_chip  # a string names the same device
+
+
+def test_torch_on_chip_bad_input() -> None:
+    with pytest.raises(ValueError, match=r"platform must be 'cpu', 'gpu' or 'tpu' \(labkit.setup\(\).platform\), got 'cuda'"):
+        device.torch_on_chip("cuda", "cuda")
+    with pytest.raises(ValueError, match="torch has no device 'tpu'"):
+        device.torch_on_chip("tpu", "tpu")
