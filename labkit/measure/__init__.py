@@ -6,6 +6,7 @@ Modules:
 
 - ``bench``     timing asynchronous accelerator work: warm-up, repeats, one reporting rule
 - ``roofline``  measured matmul peak, memory bandwidth and per-call overhead; what bounds each op
+- ``timed_check``  the matmul functions the sweep times, checked against float64 in each dtype timed
 - ``roofline_model``  the roofline in closed form: matmul FLOPs and bytes, ridge, ceiling, time, bound
 - ``roofline_plots``  Lab 00's pictures: the matmul sweep, this device's roofline, measured vs spec, chips
 - ``flops``     FLOPs of a GPT step: closed form and as XLA and torch count them

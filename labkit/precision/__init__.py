@@ -9,6 +9,7 @@ Modules:
 - ``noise``       is a loss curve different from fp32's, or only as different as another seed?
 - ``causality``   does a run's training step (forward and backward) still see only the past? (a leak probe)
 - ``fp8_train``   a short fp8 training run per recipe: a numpy MLP, every matmul through fp8
+- ``residual``    where "bf16" rounds the residual stream: Flax's dtype= against torch.autocast
 - ``amp``         PyTorch AMP: what autocast keeps in fp32, unscale_ before clipping, bf16 without a scaler
 - ``speed``       bf16 against TF32 and true fp32: variants, memory estimate, speed-ups
 - ``loss_scale``  static and dynamic loss scaling, JAX and PyTorch
