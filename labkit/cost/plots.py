@@ -58,16 +58,19 @@ def plot_serving_cost_kv(curves: KvCurves, model: str, context: int,
     ax.set_ylabel(r"\$ per million tokens (modelled)")
     ax.set_title(title, fontsize=10)
     ax.grid(which="both", alpha=0.2)
-    ax.legend(fontsize=8)
+    # With prices, each line is the cheapest listed price and its band reaches the dearest: say so.
+    ax.legend(fontsize=8, title="line: cheapest listed price; band: up to the dearest" if prices else None,
+              title_fontsize=8)
     fig.tight_layout()
     return fig
 
 
 def plot_serving_ratio_pairs(tpu_prices: Mapping[str, float], gpu_prices: Mapping[str, float],
                              gpu_tokens_per_s: float, tpu_tokens_per_s: float, tpu: str,
-                             lo: float = 2.0, hi: float = 4.0) -> Figure:
+                             lo: float = 2.0, hi: float = 4.0, modelled: bool = True) -> Figure:
     """(Lab 06) GPU $/token over TPU $/token against the H100's price: one line per TPU price."""
-    # tpu_prices / gpu_prices: label -> $ per chip-hour; tokens/s are per chip.
+    # tpu_prices / gpu_prices: label -> $ per chip-hour; tokens/s are per chip, at the same workload;
+    # modelled: the tokens/s come from a formula, not a run (the title says so).
     if not tpu_prices or not gpu_prices:
         raise ValueError("plot_serving_ratio_pairs needs at least one TPU price and one GPU price")
     g = np.geomspace(0.5 * min(gpu_prices.values()), 2 * max(gpu_prices.values()), 200)  # $/h
@@ -95,7 +98,8 @@ def plot_serving_ratio_pairs(tpu_prices: Mapping[str, float], gpu_prices: Mappin
     n = len(tpu_prices) * len(gpu_prices)
     ax.set_xlabel(r"H100 price (\$ per chip-hour); dots: published prices")
     ax.set_ylabel(r"H100 \$/token / TPU \$/token")
-    ax.set_title(f"{inside} of {n} published price pairs fall inside the claimed {lo:g}-{hi:g}x", fontsize=10)
+    ax.set_title(f"{inside} of {n} published price pairs fall inside the claimed {lo:g}-{hi:g}x"
+                 + (" (tokens/s modelled, not measured)" if modelled else ""), fontsize=10)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig

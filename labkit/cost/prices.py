@@ -3,8 +3,10 @@
 PRICES MOVE. Every figure in PRICES was read on a published page (URL), with the date the page
 shows ("undated" where it shows none), the date it was read, the region and the term. Many are
 third-party summaries (`publisher`), not the vendor's own page: the note says so. `warnings`
-flags entries older than 12 months (or undated) at run time. Pass your own `Price(...)` (see
-`my_price`) before deciding. The input checks every Lab 06 module shares (`positive`,
+flags entries older than 12 months (or undated) at run time; a row that a later one replaces
+carries `superseded` (why), stays in the table and enters no verdict (`left_out`, `current`).
+The two ends of one range a page quotes are two rows marked `range_end`. Pass your own
+`Price(...)` (see `my_price`) before deciding. The input checks every Lab 06 module shares (`positive`,
 `check_fraction`, `hourly_usd`) live here.
 """
 from __future__ import annotations
@@ -67,9 +69,14 @@ class Price:
     term: str = "hourly, no commitment"
     publisher: str = "third-party"  # "vendor" (the seller's own page), "third-party", "yours"
     note: str = ""             # what the figure includes, how it was derived
+    superseded: str = ""       # why a later row replaces this one ("" = still in force); kept, shown
+    range_end: str = ""        # "low" / "high": one end of a range the page quotes (two rows, one page)
 
     def __post_init__(self) -> None:
         check_pricing(self.pricing)
+        if self.range_end not in ("", "low", "high"):
+            raise ValueError(f"range_end must be '', 'low' or 'high' (an end of a range the page quotes), "
+                             f"got {self.range_end!r}")
         positive(self.usd_per_chip_hour, "usd_per_chip_hour ($/chip-hour)")
         for what, d in (("page_date", self.page_date), ("read_date", self.read_date)):
             if not (_DATE.match(str(d)) or (what == "page_date" and d == "undated")):
@@ -111,10 +118,19 @@ def warnings(table: Sequence[Price] | None = None, today: dt.date | str | None =
     return out
 
 
-def current(p: Price) -> bool:
-    """(Lab 06) Whether a price may enter a verdict: its page was at most STALE_DAYS old when read."""
+def left_out(p: Price) -> str | None:
+    """(Lab 06) Why a price enters no verdict (superseded, or stale when read); None if it may."""
+    if p.superseded:
+        return f"superseded: {p.superseded}"
     age = age_days(p, p.read_date)   # None: undated, its age unknown; kept, and warned about
-    return age is None or age <= STALE_DAYS
+    if age is not None and age > STALE_DAYS:
+        return f"stale: the page was dated {p.page_date}, {age // 30} months before it was read"
+    return None
+
+
+def current(p: Price) -> bool:
+    """(Lab 06) Whether a price may enter a verdict: not superseded, and not stale when read."""
+    return left_out(p) is None
 
 
 def primary(p: Price) -> bool:
@@ -153,7 +169,9 @@ CORES_PER_CHIP = {V5E: 1, V5P: 2}
 _NODE = "8-GPU node price / 8"
 
 PRICES: tuple[Price, ...] = (  # $/chip-hour, every row read on READ; see PRICE_WARNING
-    Price(H100, "AWS", "on_demand", 98.32 / 8, _SPEC, "undated", note="p5.48xlarge $98.32/h; " + _NODE),
+    Price(H100, "AWS", "on_demand", 98.32 / 8, _SPEC, "undated", note="p5.48xlarge $98.32/h; " + _NODE,
+          superseded="p5.48xlarge's $98.32/h is its price before the cut that the Q1 2026 page "
+          "(digiterialabs.com) dates 15 January; that page's $80.62/h ($10.08/GPU) replaces it"),
     Price(H100, "AWS", "on_demand", 80.62 / 8, _Q1, "undated", region="not stated",
           note="p5.48xlarge after a cut the page dates 15 January (title: Q1 2026); " + _NODE),
     Price(H100, "AWS", "reserved", 4.916, _CB, "2024-12", region="US East (N. Virginia)",
@@ -191,9 +209,9 @@ PRICES: tuple[Price, ...] = (  # $/chip-hour, every row read on READ; see PRICE_
     Price(V5P, "GCP", "spot", 1.20, _EC, "undated", term="spot (preemptible)", note="the page's "
           "spot example: $1.20/h; chip not named on a v5p page; title says 2026"),
     Price(H100, "various", "on_demand", 2.49, _PG, "undated", RECHECK, note="low end of the page's "
-          "'typical on-demand range' for H100 SXM 80GB, early 2026 ($2.49-3.99/h per GPU)"),
+          "'typical on-demand range' for H100 SXM 80GB, early 2026 ($2.49-3.99/h per GPU)", range_end="low"),
     Price(H100, "various", "on_demand", 3.99, _PG, "undated", RECHECK, note="high end of the same "
-          "range; the page puts an 8x H100 node at $20-32/h"),
+          "range; the page puts an 8x H100 node at $20-32/h", range_end="high"),
 )
 
 # ---------------------------------------------------------------- lookups
@@ -217,12 +235,12 @@ def prices(chip: str | None = None, cloud: str | None = None, pricing: str | Non
 
 def price(chip: str, cloud: str | None = None, pricing: str = "on_demand",
           *, table: Sequence[Price] | None = None) -> Price:
-    """(Lab 06) One Price: the newest entry per cloud, cheapest cloud if cloud is None."""
-    rows = prices(chip, cloud, pricing, table=table)
+    """(Lab 06) One current Price: the newest entry per cloud, cheapest cloud if cloud is None."""
+    rows = [p for p in prices(chip, cloud, pricing, table=table) if current(p)]
     if not rows:
         have = sorted({p.chip for p in (PRICES if table is None else table)})
         where = f" on {cloud}" if cloud else ""
-        raise ValueError(f"no {pricing} price for {chip!r}{where}; chips with prices: "
+        raise ValueError(f"no current {pricing} price for {chip!r}{where}; chips with prices: "
                          f"{', '.join(have)}. Pass your own Price(...) or $/chip-hour float.")
     newest: dict[tuple[str, str], Price] = {}
     for p in rows:  # rows are sorted by date, so the last one per (cloud, region, source) wins
@@ -232,8 +250,8 @@ def price(chip: str, cloud: str | None = None, pricing: str = "on_demand",
 
 def price_range(chip: str, pricing: str = "on_demand", *,
                 table: Sequence[Price] | None = None) -> tuple[Price, Price] | None:
-    """(Lab 06) The cheapest and the dearest published price of a chip (None if it has none)."""
-    rows = prices(chip, pricing=pricing, table=table)
+    """(Lab 06) The cheapest and the dearest current published price of a chip (None if it has none)."""
+    rows = [p for p in prices(chip, pricing=pricing, table=table) if current(p)]
     if not rows:
         return None
     by_usd = sorted(rows, key=lambda p: p.usd_per_chip_hour)
@@ -249,6 +267,6 @@ def with_override(*overrides: Price, table: Sequence[Price] | None = None) -> tu
 
 
 __all__ = ["PRICE_WARNING", "PRICING_KINDS", "PRICES", "READ", "RECHECK", "READ_DATES",
-           "STALE_DAYS", "CORES_PER_CHIP", "current", "primary", "price_range", "Price", "positive",
+           "STALE_DAYS", "CORES_PER_CHIP", "current", "left_out", "primary", "price_range", "Price", "positive",
            "check_fraction", "check_pricing", "hourly_usd", "prices", "price", "with_override",
            "age_days", "warnings", "my_price", "H100", "V5E", "V5P"]

@@ -13,7 +13,8 @@ A verdict of holds or fails needs at least one measured or sourced input: `Entry
 anything else, and `decide` turns such a verdict into ``depends``.
 
 One rule for every claim tested over several cases (prices, price pairs, published figures):
-CASE_RULE, applied by `over_cases`.
+CASE_RULE, applied by `over_cases`; a claim that a figure lies in a range follows RANGE_RULE
+(`over_range`), which also tells cases on both sides of the range from cases all on one side.
 """
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ VERDICTS = ("holds", "fails", "depends", "not testable here")
 EVIDENCE = ("measured", "sourced")  # the kinds a holds / fails verdict may rest on
 CASE_RULE = ("a claim tested over several cases holds if it holds in every case, fails if it holds in "
              "none, and depends (on which case you are in, with the flip points) otherwise")
+RANGE_RULE = ("a claim that a figure lies in a range holds if every case is inside it, fails if every "
+              "case is outside it on the same side, and depends otherwise: some cases inside, or cases "
+              "both below and above (between them lie cases that would be inside)")
 # The course checkout: labkit/cost/register.py -> parents[2]. Not the working directory, which is
 # wherever the notebook runs (Colab clones the course into a sub-folder).
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,6 +125,15 @@ def over_cases(cases: Sequence[tuple[str, bool]]) -> str:
     return "holds" if len(ok) == len(cases) else ("fails" if not ok else "depends")
 
 
+def over_range(cases: Sequence[tuple[str, str]]) -> str:
+    """(Lab 06) RANGE_RULE over (label, in_range result) cases: below AND above is depends, not fails."""
+    sides = {w for _, w in cases}
+    if not cases or not sides <= {"inside", "below", "above"}:
+        raise ValueError(f"over_range needs cases of (label, 'inside' | 'below' | 'above') from in_range, "
+                         f"got {list(cases)!r}")
+    return "holds" if sides == {"inside"} else ("fails" if len(sides) == 1 else "depends")
+
+
 def committed_report(device: str) -> Path:
     """(Lab 06) The committed run report of a device, found from labkit's own location."""
     return ROOT / "benchmarks" / device / "report.json"
@@ -164,14 +177,15 @@ class Register:
         return [e.as_dict() for e in self.entries]
 
     def rows(self) -> list[dict[str, Any]]:
-        """(Lab 06) One short row per claim for a table: id, claim, verdict, evidence, why."""
-        return [{"id": e.id, "claim": e.claim, "verdict": e.verdict, "evidence": e.evidence,
-                 "why": e.why} for e in self.entries]
+        """(Lab 06) One short row per claim for a table: id, article (title, date), claim, verdict, evidence, why."""
+        return [{"id": e.id, "article": e.article, "claim": e.claim, "verdict": e.verdict,
+                 "evidence": e.evidence, "why": e.why} for e in self.entries]
 
 
 Builder = Callable[..., Entry]
 
-__all__ = ["KINDS", "VERDICTS", "EVIDENCE", "CASE_RULE", "ROOT", "committed_report", "committed_metrics",
+__all__ = ["KINDS", "VERDICTS", "EVIDENCE", "CASE_RULE", "RANGE_RULE", "over_range", "ROOT", "committed_report",
+           "committed_metrics",
            "ARTICLES", "Input", "sourced", "has_evidence",
            "Entry", "decide", "in_range", "over_cases", "discount_at_least", "untestable",
            "Register", "Builder"]

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from labkit.cost.prices import (H100, V5E, V5P, Price, check_fraction, current, primary,
+from labkit.cost.prices import (H100, PRICING_KINDS, V5E, V5P, Price, check_fraction, current, primary,
                                 prices as price_rows)
-from labkit.cost.register import (CASE_RULE, Entry, Input, Register, decide, discount_at_least,
-                                  in_range, over_cases, sourced, untestable)
-from labkit.cost.serving import memory_gb
+from labkit.cost.register import (CASE_RULE, RANGE_RULE, Entry, Input, Register, decide,
+                                  discount_at_least, in_range, over_cases, over_range, sourced,
+                                  untestable)
+from labkit.cost.serving import DecodeStep, memory_gb
 from labkit.runtime import hardware
 
 SEED_CLAIM_IDS = (
@@ -46,11 +47,19 @@ def tally(cases: Sequence[tuple[str, str]], listed: int = 4) -> str:
     return head + "".join(f"; {part(k)}" for k in ("below", "above") if any(w == k for _, w in cases))
 
 
+def range_ends(rows: Sequence[Price]) -> str:
+    """(Lab 06) "; ..." naming pages whose range's two ends are two rows (one page, two cases); "" if none."""
+    sites = sorted({p.site for p in rows if p.range_end})
+    return (f"; flagged: {', '.join(sites)} quotes a range, entered as its two ends, so that one page "
+            f"counts as two cases here" if sites else "")
+
+
 def range_claim(id: str, article: str, claim: str, test: str, inputs: Sequence[Input],
                 cases: Sequence[tuple[str, str]], extra: str = "") -> Entry:
-    """(Lab 06) A claim that a figure lies in a range, tested over every case by CASE_RULE."""
-    v = over_cases([(c, w == "inside") for c, w in cases])
-    return decide(id, article, claim, test, inputs, v, tally(cases) + (f"; {extra}" if extra else ""))
+    """(Lab 06) A claim that a figure lies in a range, tested over every case by RANGE_RULE."""
+    v = over_range(cases)
+    both = " (cases on both sides of the range)" if {w for _, w in cases} >= {"below", "above"} else ""
+    return decide(id, article, claim, test, inputs, v, tally(cases) + both + (f"; {extra}" if extra else ""))
 
 
 def node_price(rows: Sequence[Price], lo: float = 12.0, hi: float = 15.0) -> Entry:
@@ -60,9 +69,13 @@ def node_price(rows: Sequence[Price], lo: float = 12.0, hi: float = 15.0) -> Ent
                           "per hour", "a published H100 price")
     cases = [(f"{p.cloud} {p.pricing} ${8 * p.usd_per_chip_hour:.2f}", in_range(8 * p.usd_per_chip_hour, lo, hi))
              for p in rows]
+    # On-demand, committed, reserved and spot are different offers: say how each term fares.
+    terms = sorted({p.pricing for p in rows}, key=PRICING_KINDS.index)
+    by_term = "; ".join(f"{t} {sum(w == 'inside' for (_, w), p in zip(cases, rows) if p.pricing == t)} of "
+                        f"{sum(p.pricing == t for p in rows)} inside" for t in terms)
     return range_claim("h100_node_12_15_per_h", "distributed", f"An 8x H100 node costs ${lo:g}-{hi:g} "
                        "per hour", "8 x each published $/GPU-h for H100 SXM, against the range",
-                       [sourced(p) for p in rows], cases)
+                       [sourced(p) for p in rows], cases, f"by pricing term: {by_term}" + range_ends(rows))
 
 
 def slice_price(rows: Sequence[Price], chips: int = 4, lo: float = 8.0, hi: float = 11.0) -> Entry:
@@ -107,13 +120,14 @@ H100_MFU_ANCHORS = (
 
 def mfu_gap(h100_mfu: Input, tpu_mfu: Input | None, tol_points: int = 5,
             anchors: Sequence[Input] = H100_MFU_ANCHORS) -> Entry:
-    """(Lab 06) Article: H100 ~52% MFU, TPU ~58%. Each MFU in whole points, +-tol_points, by CASE_RULE."""
+    """(Lab 06) Article: H100 ~52% MFU, TPU ~58%. Each MFU in whole points, +-tol_points, by RANGE_RULE."""
     claim = "H100s reach about 52% MFU, TPUs about 58%"
     pts = lambda i: round(100 * i.value)                  # noqa: E731  whole percentage points
-    cases = [(f"{pts(i)}% ({i.name.removeprefix('H100 MFU, ')})", abs(pts(i) - 52) <= tol_points)
+    # "about 52%" is the range 52 +- tol_points: figures below AND above it leave the half depending on the case
+    cases = [(f"{pts(i)}% ({i.name.removeprefix('H100 MFU, ')})", in_range(pts(i), 52 - tol_points, 52 + tol_points))
              for i in (h100_mfu, *anchors)]
-    h = over_cases(cases)                                 # the H100 half over every H100 figure
-    said = "; ".join(f"{c}: {'within' if ok else 'outside'} {tol_points} points of 52%" for c, ok in cases)
+    h = over_range(cases)                                 # the H100 half over every H100 figure
+    said = "; ".join(f"{c}: {w} {52 - tol_points}-{52 + tol_points}%" for c, w in cases)
     if tpu_mfu is None:
         # Both halves at once: an H100 half that fails fails the claim; otherwise the TPU half is missing.
         v = {"fails": "fails", "depends": "depends", "holds": "not testable here"}[h]
@@ -122,12 +136,13 @@ def mfu_gap(h100_mfu: Input, tpu_mfu: Input | None, tol_points: int = 5,
                           "; depends on model scale and software stack" if h == "depends" else "")
                       + "; the TPU half needs a committed TPU Lab 02 run", pts(h100_mfu) / 100)
     t = pts(tpu_mfu)
-    # Two halves, each by CASE_RULE; the claim needs both: one failing half fails it.
-    halves = {h, "holds" if abs(t - 58) <= tol_points else "fails"}
+    # Two halves, each by RANGE_RULE; the claim needs both: one failing half fails it.
+    tw = in_range(t, 58 - tol_points, 58 + tol_points)
+    halves = {h, "holds" if tw == "inside" else "fails"}
     v = "fails" if "fails" in halves else ("holds" if halves == {"holds"} else "depends")
     return decide("mfu_h100_52_tpu_58", "distributed", claim, "MFU on an H100 and on a TPU",
-                  [h100_mfu, *anchors, tpu_mfu], v, f"H100 {said}; TPU {t}% "
-                  f"({'within' if abs(t - 58) <= tol_points else 'outside'} {tol_points} points of 58%)",
+                  [h100_mfu, *anchors, tpu_mfu], v, f"H100 {said}; TPU {t}% ({tw} {58 - tol_points}-"
+                  f"{58 + tol_points}%)",
                   (t - pts(h100_mfu)) / 100)
 
 
@@ -166,13 +181,29 @@ def low_mfu(gpu_mfu: Input, tpu_prices: Price | Sequence[Price], gpu_prices: Seq
                   "its MFU, every pair of published prices: $/h / (MFU x spec peak)",
                   [gpu_mfu] + [sourced(t) for t in tpus] + [sourced(p) for p in gpu_prices]
                   + [Input("MFU under test", mfu, "article", "the article's own figure")], v,
-                  f"TPU cheaper in {sum(h for _, h in cases)} of {len(cases)} price pairs; " + "; ".join(flips),
-                  first)
+                  f"TPU cheaper in {sum(h for _, h in cases)} of {len(cases)} price pairs; " + "; ".join(flips)
+                  + range_ends(gpu_prices), first)
+
+
+def serving_inputs(gpu: DecodeStep, tpu: DecodeStep, gpu_chip: str = H100,
+                   tpu_chip: str = V5E) -> tuple[Input, Input]:
+    """(Lab 06) Per-chip tok/s of two modelled decode steps as Inputs; refused unless both serve one workload."""
+    if gpu.workload != tpu.workload:
+        raise ValueError(f"{gpu_chip} serves {gpu.workload} and {tpu_chip} {tpu.workload} (model, batch, "
+                         "context): a $/token ratio needs the SAME workload on both; size each chip's slice "
+                         "to it, e.g. serving.chips_to_fit(model, context, batch, memory_gb) chips")
+    def one(chip: str, st: DecodeStep) -> Input:
+        """One chip's per-chip tok/s, its workload and chip count in the name."""
+        return Input(f"{chip} tok/s per chip: {st.model}, batch {st.batch} x {st.context} tokens on "
+                     f"{st.n_chips} chip(s)", st.tokens_per_s_per_chip, "modelled",
+                     f"serving.decode_step at an assumed {st.mfu:.0%} MFU and {st.bw_eff:.0%} of spec "
+                     "bandwidth; not a measured run")
+    return one(gpu_chip, gpu), one(tpu_chip, tpu)
 
 
 def serving_ratio(gpu_tps: Input, tpu_tps: Input, tpu_prices: Price | Sequence[Price],
                   gpu_prices: Sequence[Price], lo: float = 2.0, hi: float = 4.0) -> Entry:
-    """(Lab 06) Article: TPU serving is 2-4x cheaper per token. Every TPU x GPU price pair; flip points."""
+    """(Lab 06) Article: TPU serving is 2-4x cheaper per token. Every TPU x GPU price pair, by RANGE_RULE."""
     tpus = _tpus(tpu_prices)
     claim = f"TPU serving is {lo:g}-{hi:g}x cheaper per token"
     if not tpus or not gpu_prices:
@@ -188,45 +219,50 @@ def serving_ratio(gpu_tps: Input, tpu_tps: Input, tpu_prices: Price | Sequence[P
     rs = sorted(ratio(t, g) for t in tpus for g in gpu_prices)
     sides = (" (below: TPU cheaper by less than claimed, or dearer; above: cheaper by more than claimed)"
              if any(w != "inside" for _, w in cases) else "")
+    # The prices are sourced; the throughputs may not be: a verdict on modelled tok/s says so first.
+    modelled = [w for w, i in (("GPU", gpu_tps), ("TPU", tpu_tps)) if i.kind == "modelled"]
+    basis = {0: "", 1: f"the {''.join(modelled)} throughput is modelled, not measured: ",
+             2: f"on modelled throughputs only ({gpu_tps.source}): "}[len(modelled)]
     return decide("tpu_serving_2_4x_cheaper", "gpu+tpu", claim, "GPU $/token / TPU $/token at the same "
                   "workload, for every pair of published TPU and H100 prices",
                   [gpu_tps, tpu_tps] + [sourced(t) for t in tpus] + [sourced(g) for g in gpu_prices],
-                  over_cases([(c, w == "inside") for c, w in cases]),
-                  f"{len(rs)} price pairs give {rs[0]:.2f}x-{rs[-1]:.2f}x: {tally(cases)}{sides}; {flips}",
-                  rs[len(rs) // 2])
+                  over_range(cases), f"{basis}{len(rs)} price pairs give {rs[0]:.2f}x-{rs[-1]:.2f}x: "
+                  f"{tally(cases)}{sides}; {flips}" + range_ends(gpu_prices), rs[len(rs) // 2])
 
 
 def hourly_12_vs_10(gpu_prices: Sequence[Price], tpu_prices: Sequence[Price]) -> Entry:
-    """(Lab 06) Article: about $12/h for an H100 against $10/h for a TPU: per-chip prices found."""
+    """(Lab 06) Article: about $12/h for an H100, $10/h for a TPU. Holds if each figure lies in its listed range."""
     claim = "An H100 rents for about $12/h against about $10/h for a TPU"
     if not gpu_prices or not tpu_prices:
         return untestable("h100_12_vs_tpu_10_per_h", "distributed", claim, "published H100 and TPU prices")
     g = sorted(p.usd_per_chip_hour for p in gpu_prices)
     t = sorted(p.usd_per_chip_hour for p in tpu_prices)
-    cases = [(f"${a:.2f} vs ${b:.2f}", a > b) for a in g for b in t]   # is the H100 the dearer one?
-    v = over_cases(cases)
-    # The figures themselves: is each inside the published range of its chip's per-chip prices?
-    where = (f"; the claimed $12 is {in_range(12.0, g[0], g[-1])} the H100 range and $10 "
-             f"{in_range(10.0, t[0], t[-1])} the TPU range")
-    return decide("h100_12_vs_tpu_10_per_h", "distributed", claim, "published per-chip prices of each, "
-                  "every H100 x TPU pair", [sourced(p) for p in (*gpu_prices, *tpu_prices)], v,
-                  f"H100 ${g[0]:.2f}-{g[-1]:.2f}/h, TPU ${t[0]:.2f}-{t[-1]:.2f}/h: the H100 is dearer in "
-                  f"{sum(h for _, h in cases)} of {len(cases)} pairs" + where)
+    # The claim is two figures: each must lie inside the range of its chip's listed per-chip prices.
+    # Like any two-part claim, one figure outside fails it.
+    gw, tw = in_range(12.0, g[0], g[-1]), in_range(10.0, t[0], t[-1])
+    dearer = sum(a > b for a in g for b in t)                # context: is the H100 the dearer one?
+    return decide("h100_12_vs_tpu_10_per_h", "distributed", claim, "each claimed figure against the range of "
+                  "its chip's published per-chip prices", [sourced(p) for p in (*gpu_prices, *tpu_prices)]
+                  + [Input("claimed H100 and TPU $/h", "12 and 10", "article", "the article's own figures")],
+                  "holds" if gw == tw == "inside" else "fails",
+                  f"the claimed $12 is {gw} the H100 range ${g[0]:.2f}-{g[-1]:.2f}/h and $10 {tw} the TPU range "
+                  f"${t[0]:.2f}-{t[-1]:.2f}/h; (the H100 is the dearer in {dearer} of {len(g) * len(t)} pairs)"
+                  + range_ends(gpu_prices))
 
 
 def spec_claims() -> list[Entry]:
     """(Lab 06) Claims about spec figures, against labkit's chip table (itself sourced)."""
     v5p, h100, h200 = (hardware.lookup(c) for c in (V5P, H100, "NVIDIA H200 SXM"))
-    tf, n = 8 * v5p.peak_tflops["bf16"], 8 * v5p.memory_gb      # TFLOP/s; memory in the source's unit
-    unit = v5p.memory_unit                                          # Google's v5p docs say "95 GiB"
+    tf, gb = 8 * v5p.peak_tflops["bf16"], 8 * memory_gb(v5p)    # TFLOP/s; GB of 1e9 bytes
+    unit = v5p.memory_unit                                          # Google's v5p docs say "95GB"
     src = lambda s, k: s.sources.get(k, "labkit.runtime.hardware")  # noqa: E731
     return [
         decide("v5p8_3672_tflops_760gb", "distributed", "An 8-chip v5p slice has 3,672 TFLOP/s and "
                "760 GB", "8 x per-chip spec", [Input("v5p bf16 TFLOP/s", v5p.peak_tflops["bf16"],
                "sourced", src(v5p, "peak_tflops")), Input(f"v5p {unit}", v5p.memory_gb, "sourced",
-               src(v5p, "memory"))], "holds" if (tf, n) == (3672, 760) else "fails",
-               f"8 chips: {tf:g} TFLOP/s, {n:g} {unit} = {8 * memory_gb(v5p):.0f} GB of 1e9 bytes: the "
-               f"760 matches the docs' figure in {unit}; Google's v5p-8 names 8 cores = 4 chips"),
+               src(v5p, "memory"))], "holds" if (tf, round(gb)) == (3672, 760) else "fails",
+               f"8 chips: {tf:g} TFLOP/s and 8 x {v5p.memory_gb:g} {unit} = {gb:.0f} GB (1e9 bytes); "
+               "note Google's 'v5p-8' names 8 TensorCores = 4 chips, not 8"),
         decide("hbm_80_141gb", "distributed", "H100/H200 carry 80-141 GB of HBM per chip",
                "the spec table", [Input("H100 GB", h100.memory_gb, "sourced", src(h100, "memory")),
                Input("H200 GB", h200.memory_gb, "sourced", src(h200, "memory"))],
@@ -270,8 +306,8 @@ def untestables() -> list[Entry]:
           "3-7x faster", "a Trillium run of prefill and decode on separate slices"),
         u("hybrid_latency_1_6_2x", "gpu+tpu", "Routing stages across CPU/GPU/TPU cuts latency "
           "1.6-2x", "a measured multi-stage pipeline across CPU, GPU and TPU"),
-        u("tpu_2_8x_tensorflow", "unpacking", "The latest TPUs are up to 2.8x more efficient than "
-          "some GPUs on TensorFlow tasks", "which GPUs and tasks; a TensorFlow run on both"),
+        u("tpu_2_8x_tensorflow", "unpacking", "On TensorFlow work, the newest TPUs beat some unnamed "
+          "GPUs on efficiency by as much as 2.8x", "which GPUs and tasks; a TensorFlow run on both"),
     ]
 
 
@@ -305,6 +341,7 @@ def build(*, h100_mfu: Input, tpu_mfu: Input | None, gpu_tps: Input, tpu_tps: In
     return reg
 
 
-__all__ = ["SEED_CLAIM_IDS", "CASE_RULE", "H100_MFU_ANCHORS", "mfu_input", "tally", "range_claim", "node_price", "slice_price", "spot_v5p", "mfu_gap", "low_mfu",
-           "train_cost_ratio", "serving_ratio", "hourly_12_vs_10", "spec_claims", "untestables",
-           "build"]
+__all__ = ["SEED_CLAIM_IDS", "CASE_RULE", "RANGE_RULE", "H100_MFU_ANCHORS", "mfu_input", "tally",
+           "range_ends", "range_claim", "node_price", "slice_price", "spot_v5p", "mfu_gap", "low_mfu",
+           "train_cost_ratio", "serving_inputs", "serving_ratio", "hourly_12_vs_10", "spec_claims",
+           "untestables", "build"]

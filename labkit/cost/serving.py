@@ -3,13 +3,19 @@
 One decode step makes one new token for each of `batch` sequences. It must
 
 - fit: weights + batch x context x (KV bytes per token) <= the chips' memory (capacity caps batch);
-- read: every weight once and every cached K/V once (bandwidth);
-- compute: 2 x parameters FLOPs per token for the matmuls + 4 x layers x d_model x context for
-  attention (QK^T and AV, 2 FLOPs per multiply-add);
-- talk: with n chips in tensor parallel, 2 all-reduces of the activations per layer (ring).
+- read: every matmul weight once and every cached K/V once (bandwidth); the input embedding is a
+  table lookup (batch rows of it, negligible), so it is held in memory but not read in full;
+- compute: 2 x matmul parameters FLOPs per token + 4 x layers x d_model x context for attention
+  (QK^T and AV, 2 FLOPs per multiply-add);
+- talk: with n chips in tensor parallel, 2 all-reduces of the activations per layer (ring), each
+  ring step sending in ONE direction at half the chip's bidirectional link figure.
 
 Step time = max(compute, memory) + communication: the roofline of Lab 00 plus the interconnect
 term of Lab 03. Every chip is modelled with the same formula; only the spec figures change.
+
+What it is checked against: its arithmetic, by hand (tests/cost/test_serving.py). What it is NOT
+checked against: any measured decode run of the served model. Its 50% MFU and 80% of spec
+bandwidth are assumptions, and it leaves out prefill, scheduling, paging and launch overheads.
 """
 from __future__ import annotations
 
@@ -26,17 +32,31 @@ from labkit.runtime.hardware import ChipSpec
 class ServedModel:
     """(Lab 06) The shape figures a decode step depends on (a dense decoder)."""
     name: str
-    n_params: float          # parameters (all matmul weights; embeddings included)
+    n_params: float          # all parameters held in memory (input embedding and output head included)
     n_layers: int
     d_model: int
     n_kv_heads: int          # grouped-query attention: K/V heads, not query heads
     head_dim: int
     bytes_per_param: int = 2  # bf16 weights
     bytes_per_kv: int = 2     # bf16 cache
+    n_lookup_params: float = 0.0  # input embedding (vocab x d_model): a lookup, not read in full per step
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.n_lookup_params < self.n_params:
+            raise ValueError(f"{self.name}: n_lookup_params must be in [0, n_params={self.n_params:g}) "
+                             f"(the input-embedding table), got {self.n_lookup_params!r}")
+
+    @property
+    def matmul_params(self) -> float:
+        """(Lab 06) Parameters a decode step reads and multiplies: all but the embedding lookup table."""
+        return self.n_params - self.n_lookup_params
 
 
-# Llama-3-8B shape (Meta's model card / config.json: 32 layers, d_model 4096, 8 KV heads of 128).
-LLAMA3_8B = ServedModel("Llama-3-8B", 8.03e9, 32, 4096, 8, 128)
+# Llama-3-8B shape (Meta's model card / config.json: 32 layers, d_model 4096, 8 KV heads of 128,
+# vocabulary 128256, untied output head). The 8.03e9 parameters include the 128256 x 4096 input
+# embedding: resident in memory, but a decode step only looks up `batch` rows of it. The output
+# head (the same size) is a matmul and is read every step.
+LLAMA3_8B = ServedModel("Llama-3-8B", 8.03e9, 32, 4096, 8, 128, n_lookup_params=128256 * 4096)
 
 
 def kv_bytes_per_token(m: ServedModel) -> int:
@@ -45,13 +65,18 @@ def kv_bytes_per_token(m: ServedModel) -> int:
 
 
 def weight_bytes(m: ServedModel) -> float:
-    """(Lab 06) Bytes of weights read by every decode step."""
+    """(Lab 06) Bytes of weights held in memory (every parameter): what must fit on the chips."""
     return m.n_params * m.bytes_per_param
+
+
+def step_weight_bytes(m: ServedModel) -> float:
+    """(Lab 06) Bytes of weights one decode step reads: every matmul weight, not the embedding table."""
+    return m.matmul_params * m.bytes_per_param
 
 
 def memory_gb(spec: ChipSpec) -> float:
     """(Lab 06) A chip's memory in GB (1e9 bytes), reading the table's figure in its source's unit."""
-    return spec.memory_bytes / 1e9  # the table keeps the vendor's number and unit ("80 GB", "95 GiB")
+    return spec.memory_bytes / 1e9  # the table keeps the vendor's number and unit ("80 GB", "32 GiB")
 
 
 def max_batch(m: ServedModel, context: int, memory_gb: float, n_chips: int = 1,
@@ -81,6 +106,20 @@ class DecodeStep:
     step_s: float
     bound: str               # "compute" | "memory"
     tokens_per_s: float      # batch / step_s, all chips together
+    context: int = 0         # tokens cached per sequence
+    model: str = ""          # the ServedModel's name
+    mfu: float = 0.5         # the assumed share of peak FLOP/s this step was modelled at
+    bw_eff: float = 0.8      # the assumed share of spec bandwidth it was modelled at
+
+    @property
+    def tokens_per_s_per_chip(self) -> float:
+        """(Lab 06) tokens_per_s shared over the chips: what one chip-hour's price buys."""
+        return self.tokens_per_s / self.n_chips
+
+    @property
+    def workload(self) -> tuple[str, int, int]:
+        """(Lab 06) (model, batch, context): two steps compare only if these are equal."""
+        return (self.model, self.batch, self.context)
 
 
 def decode_step(m: ServedModel, batch: int, context: int, n_chips: int, peak_flops: float,
@@ -91,8 +130,8 @@ def decode_step(m: ServedModel, batch: int, context: int, n_chips: int, peak_flo
         if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
             raise ValueError(f"{what} must be a whole number >= 1, got {n!r}")
     mfu, bw_eff = check_fraction(mfu, "mfu"), check_fraction(bw_eff, "bw_eff")
-    flops = batch * (2 * m.n_params + 4 * m.n_layers * m.d_model * context)   # FLOPs per step
-    read = weight_bytes(m) + batch * context * kv_bytes_per_token(m)          # bytes per step
+    flops = batch * (2 * m.matmul_params + 4 * m.n_layers * m.d_model * context)  # FLOPs per step
+    read = step_weight_bytes(m) + batch * context * kv_bytes_per_token(m)        # bytes per step
     compute = flops / (mfu * n_chips * positive(peak_flops, "peak_flops (FLOP/s)"))
     memory = read / (bw_eff * n_chips * positive(bandwidth_gbs, "bandwidth_gbs") * 1e9)
     comm = 0.0
@@ -100,12 +139,17 @@ def decode_step(m: ServedModel, batch: int, context: int, n_chips: int, peak_flo
         if link_gbs is None:
             raise ValueError("n_chips > 1 needs link_gbs (chip-to-chip GB/s) for the all-reduces")
         act = batch * m.d_model * m.bytes_per_param                  # bytes all-reduced per call
-        ring = 2 * (n_chips - 1) / n_chips * act / (link_gbs * 1e9)  # s per ring all-reduce
+        # link_gbs is the chip's bidirectional figure (labkit.runtime.hardware); a ring sends one way,
+        # so each step of it moves data at half of that.
+        one_way = positive(link_gbs, "link_gbs (bidirectional GB/s per chip)") / 2 * 1e9   # bytes/s
+        ring = 2 * (n_chips - 1) / n_chips * act / one_way           # s per ring all-reduce
         comm = 2 * m.n_layers * ring                                 # 2 per layer (attn, MLP)
     step = max(compute, memory) + comm
     return DecodeStep(batch, n_chips, compute, memory, comm, step,
-                      "compute" if compute >= memory else "memory", batch / step)
+                      "compute" if compute >= memory else "memory", batch / step, context, m.name,
+                      mfu, bw_eff)
 
 
-__all__ = ["memory_gb", "ServedModel", "LLAMA3_8B", "kv_bytes_per_token", "weight_bytes", "max_batch",
+__all__ = ["memory_gb", "ServedModel", "LLAMA3_8B", "kv_bytes_per_token", "weight_bytes",
+           "step_weight_bytes", "max_batch",
            "chips_to_fit", "DecodeStep", "decode_step"]

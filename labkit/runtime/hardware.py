@@ -217,8 +217,9 @@ _TPUS = [
              "Cloud TPU v5p docs (cloud.google.com/tpu/docs/v5p): 459 TFLOP/s bf16 (the docs "
              "list fp8 at the same 459: no fp8 speed-up, so fp8 is None here); int8 918 from "
              "jax pallas tpu_info.py and the scaling book (check)",
-             "Cloud TPU v5p docs: 95 GiB HBM2e, 2765 GBps", _ICI.format(4800, 600),
-             "2 TensorCores x 4 MXU 128x128"), cores=2, unit="GiB"),
+             "Cloud TPU v5p docs (cloud.google.com/tpu/docs/v5p-training, key specifications: "
+             "HBM2e capacity and bandwidth): 95GB, 2765 GBps",
+             _ICI.format(4800, 600), "2 TensorCores x 4 MXU 128x128"), cores=2),
     _tpu("TPU v6e", _peaks(bf16=918.0, int8=1836.0), 32, 1640, (256, 256), 2, "ICI 2D torus",
          800.0, _tsrc(
              "Cloud TPU v6e docs (cloud.google.com/tpu/docs/v6e): 918 TFLOP/s bf16, "

@@ -183,7 +183,7 @@ def test_bad_price_entries() -> None:
         Price("TPU v5e", "GCP", "spot", 1.0, " ", "2025-01")
     with pytest.raises(ValueError, match="usd_per_chip_hour"):
         Price("TPU v5e", "GCP", "spot", -2.0, "x", "2025-01")
-    with pytest.raises(ValueError, match="no spot price for 'TPU v5e'.*Price"):
+    with pytest.raises(ValueError, match="no current spot price for 'TPU v5e'.*Price"):
         cost.price("TPU v5e", pricing="spot")
     with pytest.raises(ValueError, match="lo < hi"):
         cost.break_even(TPU, GPU, "utilization", 1.0, 0.5)

@@ -35,6 +35,7 @@ def test_serving_cost_kv_names_the_cheapest_chip_at_its_cap() -> None:
     (ax,) = fig.axes
     assert _shown(ax.get_title()) == "Llama-3-8B, 1024-token contexts: cheapest at its cap on TPU v5e ($0.04/Mtok)"
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert ax.get_legend().get_title().get_text() == ""          # no prices: no line/band legend
     assert labels == ["H100 SXM (KV cache full at batch 256)", "TPU v5e (KV cache full at batch 94)"]
     caps = [ln for ln in ax.get_lines() if ln.get_marker() == "X"]
     assert [list(ln.get_xdata()) for ln in caps] == [[256], [94]]
@@ -54,10 +55,12 @@ def test_serving_ratio_pairs_counts_pairs_inside_the_band() -> None:
     fig = plots.plot_serving_ratio_pairs({"page A": 1.0, "page B": 2.0}, {"X": 6.0, "Y": 12.0},
                                          1000.0, 500.0, "TPU v5e")
     (ax,) = fig.axes
-    assert ax.get_title() == "2 of 4 published price pairs fall inside the claimed 2-4x"
+    assert ax.get_title() == "2 of 4 published price pairs fall inside the claimed 2-4x (tokens/s modelled, not measured)"
     dots = [ln for ln in ax.get_lines() if ln.get_marker() == "o"]
     assert [list(ln.get_ydata()) for ln in dots] == [[3.0, 6.0], [1.5, 3.0]]
     assert _shown(ax.get_legend().get_texts()[1].get_text()) == "TPU v5e at $1.00/h (page A)"
+    measured = plots.plot_serving_ratio_pairs({"A": 1.0}, {"X": 6.0}, 1000.0, 500.0, "TPU v5e", modelled=False)
+    assert measured.axes[0].get_title() == "1 of 1 published price pairs fall inside the claimed 2-4x"
     with pytest.raises(ValueError, match="at least one TPU price"):
         plots.plot_serving_ratio_pairs({}, {"X": 1.0}, 1.0, 1.0, "t")
 
@@ -75,5 +78,6 @@ def test_serving_cost_kv_bands_over_listed_prices() -> None:
     fig = plots.plot_serving_cost_kv(curves, "m", 8, {"NVIDIA H100 SXM": (2.0, 3.0), "TPU v5e": (1.0, 5.0)})
     assert fig.axes[0].get_title().endswith("no chip is cheapest at every listed price")
     assert _shown(fig.axes[0].get_legend().get_texts()[1].get_text()).startswith("TPU v5e at $1.00-5.00/chip-h")
+    assert fig.axes[0].get_legend().get_title().get_text() == "line: cheapest listed price; band: up to the dearest"
     fig = plots.plot_serving_cost_kv(curves, "m", 8, {"NVIDIA H100 SXM": (2.0, 3.0), "TPU v5e": (1.0, 1.1)})
     assert _shown(fig.axes[0].get_title()).endswith("on TPU v5e at every listed price ($0.04-0.044/Mtok)")

@@ -56,7 +56,26 @@ def test_price_range_current_and_primary() -> None:
     lo, hi = cost.price_range("TPU v5e")
     assert lo.usd_per_chip_hour < hi.usd_per_chip_hour and {lo.site, hi.site} == {"deploybase.ai", "blog.easecloud.io"}
     assert cost.price_range("TPU v6e") is None
-    stale = [p for p in cost.PRICES if not cost.current(p)]
-    assert [p.page_date for p in stale] == ["2024-12"]           # the AWS Capacity Blocks mirror
+    out = {p.usd_per_chip_hour: cost.left_out(p) for p in cost.PRICES if not cost.current(p)}
+    assert out[4.916].startswith("stale: the page was dated 2024-12")   # the AWS Capacity Blocks mirror
+    assert out[98.32 / 8].startswith("superseded:") and len(out) == 2
     assert not any(cost.primary(p) for p in cost.PRICES if p.publisher == "third-party")
     assert cost.primary(cost.my_price("TPU v5e", 1.0))
+
+
+def test_a_superseded_price_is_shown_but_enters_no_range_or_pick() -> None:
+    # AWS p5 at $98.32/h ($12.29/GPU) is the price before the cut the next row ($80.62/h) records.
+    old = next(p for p in cost.PRICES if p.usd_per_chip_hour == pytest.approx(98.32 / 8))
+    assert "$80.62/h" in old.superseded and not cost.current(old) and old in cost.prices("NVIDIA H100 SXM")
+    lo, hi = cost.price_range("NVIDIA H100 SXM")
+    assert hi.usd_per_chip_hour == pytest.approx(80.62 / 8)     # was the superseded $12.29
+    mine = Price("TPU v5e", "GCP", "on_demand", 0.5, "https://x.example", "undated", superseded="replaced")
+    assert cost.left_out(mine) == "superseded: replaced"
+    assert cost.price("TPU v5e", "GCP", table=(mine, cost.my_price("TPU v5e", 0.9, cloud="GCP"))).usd_per_chip_hour == 0.9
+
+
+def test_range_ends_are_marked_and_checked() -> None:
+    ends = [p for p in cost.PRICES if p.range_end]
+    assert sorted(p.range_end for p in ends) == ["high", "low"] and len({p.source for p in ends}) == 1
+    with pytest.raises(ValueError, match="range_end must be.*got 'top'"):
+        Price("TPU v5e", "GCP", "on_demand", 1.0, "https://x.example", "undated", range_end="top")

@@ -51,6 +51,21 @@ def test_register_counts_and_rows() -> None:
                       R.untestable("b", "replace", "c", "a TPU run")))
     assert reg.counts() == {"holds": 1, "fails": 0, "depends": 0, "not testable here": 1}
     assert reg.rows()[1]["evidence"] == "article" and reg.ids() == ["a", "b"]
+    # Each row cites its article by title and date (the entry had it; the table once dropped it).
+    assert reg.rows()[0]["article"] == "'Gpu + Tpu is the answer' (2025-12-01)"
+    assert reg.rows()[1]["article"] == R.ARTICLES["replace"] and "November 2025" in reg.rows()[1]["article"]
+
+
+def test_range_rule_tells_both_sides_from_one_side() -> None:
+    assert R.over_range([("a", "inside"), ("b", "inside")]) == "holds"
+    assert R.over_range([("a", "below"), ("b", "below")]) == "fails"
+    assert R.over_range([("a", "above")]) == "fails"
+    assert R.over_range([("a", "below"), ("b", "above")]) == "depends"   # straddles: was "fails"
+    assert R.over_range([("a", "inside"), ("b", "above")]) == "depends"
+    with pytest.raises(ValueError, match="over_range needs cases"):
+        R.over_range([("a", True)])
+    with pytest.raises(ValueError, match="over_range needs cases"):
+        R.over_range([])
 
 
 def test_committed_report_does_not_depend_on_the_working_directory(tmp_path, monkeypatch) -> None:

@@ -54,13 +54,15 @@ def test_spot_v5p_needs_the_vendors_page_and_slice() -> None:
 
 
 def test_one_rule_for_every_range_claim() -> None:
-    # None inside fails, for the slice price and the serving ratio alike, even when cases straddle.
+    # RANGE_RULE: cases below AND above the range depend on the case (was "fails"); all on one side fail.
     sl = seeds.slice_price([_p(V5P, 0.96), _p(V5P, 4.0)])            # $3.84 below, $16 above
-    assert sl.verdict == "fails" and "1 below ($3.84" in sl.why and "1 above ($16.00" in sl.why
+    assert sl.verdict == "depends" and "1 below ($3.84" in sl.why and "1 above ($16.00" in sl.why
+    assert "both sides" in sl.why
     straddle = seeds.serving_ratio(G, T, [_p("TPU v5e", 1.0)], [_p(H100, 2.0), _p(H100, 12.0)])
-    assert straddle.verdict == sl.verdict == "fails"                  # was "depends" for serving only
+    assert straddle.verdict == sl.verdict == "depends"
     assert "$4.00/h" in straddle.why and "1 below" in straddle.why and "1 above" in straddle.why
-    for price, v in ((6.0, "holds"), (3.0, "fails")):
+    assert seeds.slice_price([_p(V5P, 0.96), _p(V5P, 1.0)]).verdict == "fails"   # all below
+    for price, v in ((6.0, "holds"), (3.0, "fails"), (12.0, "fails")):
         assert seeds.serving_ratio(G, T, _p("TPU v5e", 1.0), [_p(H100, price)]).verdict == v
 
 
@@ -74,6 +76,12 @@ def test_mfu_gap_whole_points_no_epsilon() -> None:
     assert seeds.mfu_gap(Input("g", 0.50, "measured", "r"), None, **one).verdict == "not testable here"
     # A modelled H100 MFU cannot fail it (the register turns that into depends).
     assert seeds.mfu_gap(Input("g", 0.373, "modelled", "assumed"), None, **one).verdict == "depends"
+
+
+def test_mfu_gap_h100_figures_on_both_sides_depend() -> None:
+    # 40% and 60% straddle 52 +- 5: the H100 half depends on the case (was "fails": neither within 5 points).
+    lo_hi = seeds.mfu_gap(Input("g", 0.40, "measured", "r"), None, anchors=(Input("a", 0.60, "sourced", "s"),))
+    assert lo_hi.verdict == "depends" and "40% (g): below 47-57%" in lo_hi.why and "above 47-57%" in lo_hi.why
 
 
 def test_mfu_gap_weighs_published_h100_mfus_at_scale() -> None:
@@ -149,13 +157,64 @@ def test_whitepaper_claim_is_not_borrowed_from_another_test() -> None:
 
 
 def test_hourly_claim_checks_both_figures_against_the_ranges() -> None:
+    # The verdict is whether each claimed figure lies in its chip's listed range (was: which chip is dearer).
     e = seeds.hourly_12_vs_10([_p(H100, 2.0), _p(H100, 12.5)], [_p("TPU v5e", 1.0), _p(V5P, 4.0)])
-    assert e.verdict == "depends"  # H100 $2.00-12.50 overlaps TPU $1.00-4.00: which is dearer depends
-    assert "dearer in 3 of 4 pairs" in e.why   # 2>1, 12.5>1, 12.5>4 but not 2>4
-    assert "$12 is inside the H100 range" in e.why and "$10 above the TPU range" in e.why
+    assert e.verdict == "fails"    # $10 is above every TPU price listed (was "depends")
+    assert "$12 is inside the H100 range $2.00-12.50/h" in e.why and "$10 above the TPU range" in e.why
+    assert "dearer in 3 of 4 pairs" in e.why   # context only: 2>1, 12.5>1, 12.5>4 but not 2>4
+    ok = seeds.hourly_12_vs_10([_p(H100, 2.0), _p(H100, 12.5)], [_p("TPU v5e", 1.0), _p(V5P, 11.0)])
+    assert ok.verdict == "holds"
+    assert seeds.hourly_12_vs_10([_p(H100, 2.0)], [_p(V5P, 11.0)]).verdict == "fails"   # $12 above $2
+
+
+def test_the_superseded_aws_price_no_longer_carries_the_12_dollar_figure() -> None:
+    reg = seeds.build(h100_mfu=MFU, tpu_mfu=None, gpu_tps=G, tpu_tps=T)
+    e = next(x for x in reg.entries if x.id == "h100_12_vs_tpu_10_per_h")
+    assert e.verdict == "fails" and "$12 is above the H100 range $2.23-10.08/h" in e.why
+    assert not any(i.value == round(98.32 / 8, 4) for i in e.inputs)
+
+
+def test_node_price_reports_each_pricing_term_and_flags_range_ends() -> None:
+    rows = [_p(H100, 3.0), _p(H100, 1.6, "committed_1y"), _p(H100, 1.7, "spot")]
+    e = seeds.node_price(rows)                        # $24 above; $12.80 and $13.60 inside
+    assert "by pricing term: on_demand 0 of 1 inside; spot 1 of 1 inside; committed_1y 1 of 1 inside" in e.why
+    assert "flagged" not in e.why
+    ends = [Price(H100, "X", "on_demand", u, "https://r.example/p", "undated", range_end=k)
+            for u, k in ((2.49, "low"), (3.99, "high"))]
+    flagged = seeds.node_price(ends)
+    assert "flagged: r.example quotes a range" in flagged.why and "counts as two cases" in flagged.why
+    reg = seeds.build(h100_mfu=MFU, tpu_mfu=None, gpu_tps=G, tpu_tps=T)
+    assert "pricegpu.pages.dev" in next(x for x in reg.entries if x.id == "h100_node_12_15_per_h").why
+
+
+def test_serving_inputs_need_one_workload_and_say_they_are_modelled() -> None:
+    from labkit.cost import serving
+    from labkit.runtime import hardware
+    h, v = hardware.lookup(H100), hardware.lookup("TPU v5e")
+    step = lambda spec, b, n: serving.decode_step(serving.LLAMA3_8B, b, 1024, n, spec.peak("bf16"),  # noqa: E731
+                                                 spec.bandwidth_gbs, link_gbs=spec.link_gbs)
+    # The old operating point: the H100 at batch 256 on 1 chip against v5e at its cap, batch 94 on 2 chips.
+    with pytest.raises(ValueError, match="SAME workload.*chips_to_fit"):
+        seeds.serving_inputs(step(h, 256, 1), step(v, 94, 2))
+    n = serving.chips_to_fit(serving.LLAMA3_8B, 1024, 256, serving.memory_gb(v))
+    g, t = seeds.serving_inputs(step(h, 256, 1), step(v, 256, n))
+    assert n == 4 and "batch 256 x 1024 tokens on 4 chip(s)" in t.name and g.kind == t.kind == "modelled"
+    assert t.value == pytest.approx(step(v, 256, 4).tokens_per_s / 4)
+    e = seeds.serving_ratio(g, t, [_p("TPU v5e", 1.0)], [_p(H100, 3.0)])
+    assert e.why.startswith("on modelled throughputs only (serving.decode_step at an assumed 50% MFU")
+    measured = Input("g", g.value, "measured", "a run")
+    assert seeds.serving_ratio(measured, t, [_p("TPU v5e", 1.0)], [_p(H100, 3.0)]).why.startswith(
+        "the TPU throughput is modelled, not measured")
+    assert not seeds.serving_ratio(measured, Input("t", 1.0, "measured", "r"), [_p("TPU v5e", 1.0)],
+                                   [_p(H100, 3.0)]).why.startswith(("on modelled", "the "))
+
+
+def test_tensorflow_claim_is_paraphrased_not_reworded_in_place() -> None:
+    e = next(x for x in seeds.untestables() if x.id == "tpu_2_8x_tensorflow")
+    assert "2.8x" in e.claim and not e.claim.startswith("The latest TPUs") and "more efficient" not in e.claim
 
 
 def test_v5p_memory_claim_states_its_unit() -> None:
     e = next(x for x in seeds.spec_claims() if x.id == "v5p8_3672_tflops_760gb")
-    assert e.verdict == "holds" and "760 GiB = 816 GB" in e.why        # 8 x 95 GiB, in 1e9-byte GB
+    assert e.verdict == "holds" and "8 x 95 GB = 760 GB" in e.why      # Google's v5p docs: "95GB" (was GiB)
     assert all("labkit.runtime.hardware" != i.source for i in e.inputs)  # each figure names its source

@@ -126,7 +126,7 @@ def test_fields_are_consistent_with_kind(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(CHIPS))
 def test_memory_unit_is_the_one_its_source_states(name: str) -> None:
-    # Google's TPU docs say "95 GiB" (v5p) and "16 GB" (v5e): the unit is a field, and its source must say it.
+    # Google's TPU docs say "32 GiB" (v4) and "95GB" (v5p): the unit is a field, and its source must say it.
     spec = CHIPS[name]
     said = re.search(rf"(?<![\d.]){spec.memory_gb:g}\s*(GiB|GB)\b", spec.sources["memory"])
     assert said and said.group(1) == spec.memory_unit, (name, spec.sources["memory"])
@@ -134,8 +134,10 @@ def test_memory_unit_is_the_one_its_source_states(name: str) -> None:
 
 
 def test_memory_bytes_by_hand_and_a_bad_unit_is_refused() -> None:
-    assert CHIPS["TPU v5p"].memory_bytes == 95 * 2 ** 30 and CHIPS["NVIDIA H100 SXM"].memory_bytes == 80e9
-    assert [r["memory GB"] for r in hw.table(["TPU v5p", "TPU v5e"])] == [102.0, 16.0]  # 95 GiB = 102.0 GB
+    assert CHIPS["TPU v4"].memory_bytes == 32 * 2 ** 30 and CHIPS["NVIDIA H100 SXM"].memory_bytes == 80e9
+    # v5p: Google's v5p docs state "95GB" (the table once read it as 95 GiB = 102.0 GB)
+    assert CHIPS["TPU v5p"].memory_unit == "GB" and CHIPS["TPU v5p"].memory_bytes == 95e9
+    assert [r["memory GB"] for r in hw.table(["TPU v4", "TPU v5p"])] == [34.4, 95.0]  # 32 GiB = 34.4 GB
     with pytest.raises(ValueError, match=r"TPU v5e: memory_unit must be 'GB'.*got 'gb'"):
         replace(CHIPS["TPU v5e"], memory_unit="gb")
 

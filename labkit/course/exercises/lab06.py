@@ -139,5 +139,12 @@ def check_spot_discount(fn: Callable[[float, float, float], float]) -> CheckResu
         Hint(ratio_is(100), "a fraction (0.7 = 70% cheaper), not a percentage."),
     ]
     return check_function("spot discount after preemption", fn, _spot_discount, cases,
-                          hints=hints, explain="discount = 1 - (spot / (1 - lost)) / on-demand: "
-                          "a 70% list discount shrinks fast once restarts redo work.")
+                          hints=hints, explain=spot_explain())
+
+
+def spot_explain(list_discount: float = 0.70, lost_fraction: float = 0.10) -> str:
+    """(Lab 06) The spot formula, with one worked case computed (never a fixed verdict on the claim)."""
+    sp = 1 - list_discount                                   # spot $/h per $1/h on-demand
+    d = _spot_discount(1.0, sp, lost_fraction)
+    return (f"discount = 1 - (spot / (1 - lost)) / on-demand; e.g. a {list_discount:.0%} list discount with "
+            f"{lost_fraction:.0%} of spot time lost: 1 - {sp:.2g} / {1 - lost_fraction:.2g} = {d:.1%} per useful hour.")

@@ -96,3 +96,10 @@ def test_break_even_reference_is_labkit_break_even() -> None:
     # 1.22 $/h committed v6e vs 2.70 $/h on-demand at the same tokens/s: u* = 1.22 / 2.70
     u = lab06._break_even_utilization(1.22, 1000.0, 2.70, 1000.0)
     assert u == pytest.approx(1.22 / 2.70)
+
+
+def test_spot_explanation_is_computed_not_a_fixed_verdict() -> None:
+    # It once said a 70% discount "shrinks fast" while the lab printed 66.7%, which still passes the claim.
+    assert lab06.spot_explain().endswith("1 - 0.3 / 0.9 = 66.7% per useful hour.")
+    assert "shrinks" not in lab06.check_spot_discount(spot_ref).message
+    assert "= 50.0% per useful hour" in lab06.spot_explain(0.55, 0.1)   # 1 - 0.45 / 0.9
