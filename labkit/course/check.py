@@ -111,12 +111,14 @@ def check_function(
     hints: Sequence[Hint] = (),
     explain: str = "",
     rtol: float = 1e-6,
+    describe: Callable[[tuple], str] | None = None,
 ) -> CheckResult:
     """Run ``fn`` and ``reference`` on every case; pass, or say which hint fits (Lab 00).
 
     The hint shown is the one that explains the learner's answer on *every* case (so
     "only the compute time" is not mistaken for "min" on a memory-bound case), else the one
-    that explains every wrong case, else any wrong case.
+    that explains every wrong case, else any wrong case. ``describe(args)``, if given, names the
+    first wrong case the hint fits after the hint (Lab 03: which layout failed).
     """
     runs: list[tuple[tuple, Any, Any]] = []  # (args, got, expected)
     for args in cases:
@@ -131,13 +133,21 @@ def check_function(
     if not wrong:
         return finish(CheckResult(name, "passed", f"correct on all {len(runs)} cases. {explain}".strip()))
     fits = lambda h, rs: all(_safe(h, g, e, a) for a, g, e in rs)  # noqa: E731
+
+    def hinted(h: Hint) -> CheckResult:
+        if describe is None:
+            return finish(CheckResult(name, "wrong", f"hint: {h.message}"))
+        args, got, _ = next(r for r in wrong if _safe(h, r[1], r[2], r[0]))  # the answer stays the learner's to find
+        return finish(CheckResult(name, "wrong", f"hint: {h.message} Wrong for {describe(args)}: "
+                                  f"your answer was {got!r}."))
+
     for pool in (runs, wrong):
         for h in hints:
             if fits(h, pool):
-                return finish(CheckResult(name, "wrong", f"hint: {h.message}"))
+                return hinted(h)
     for h in hints:
         if any(_safe(h, g, e, a) for a, g, e in wrong):
-            return finish(CheckResult(name, "wrong", f"hint: {h.message}"))
+            return hinted(h)
     args, got, expected = wrong[0]
     return finish(CheckResult(name, "wrong", f"for inputs {args} expected {expected!r}, got {got!r}."))
 

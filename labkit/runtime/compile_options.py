@@ -1,5 +1,7 @@
 """XLA compile options that differ by backend: barriers kept until scheduling (Lab 03), traceable GPU kernels (Lab 02).
 
+Also the one place labkit passes XLA debug options to a compile, such as the pass dumps Lab 03 reads.
+
 ``jax.lax.optimization_barrier`` orders work: what goes through it cannot be computed before
 everything else that goes through it exists. XLA deletes the barriers in a pass named
 ``cse_barrier_expander`` (``OptimizationBarrierExpander``), and where in the pipeline that pass
@@ -22,7 +24,7 @@ compile, and says so, when an XLA no longer accepts the option.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 BARRIER_PASS = "cse_barrier_expander"  # OptimizationBarrierExpander::name() in XLA
 KEEP_BARRIERS_CPU = {"xla_disable_hlo_passes": BARRIER_PASS}
@@ -61,6 +63,26 @@ def compile_keeping_barriers(lowered: Any, platform: str,
     dropped before scheduling.
     """
     return _compile_with(lowered, keep_barriers(platform), base)
+
+
+def dump_passes(directory: str, passes: Sequence[str]) -> dict[str, Any]:
+    """Compile options that dump the HLO module around each of ``passes`` into ``directory`` (Lab 03).
+
+    XLA's own debug options, for this one compile (the process-wide flags stay untouched).
+    """
+    if not isinstance(directory, str) or not directory:
+        raise ValueError(f"directory must be a folder path, got {directory!r}")
+    if isinstance(passes, str) or not passes or not all(isinstance(q, str) and q for q in passes):
+        raise ValueError(f"passes must be a sequence of XLA pass names such as ('spmd-partitioning',), got {passes!r}")
+    return {"xla_dump_to": directory, "xla_dump_hlo_pass_re": "|".join(passes)}
+
+
+def compile_dumping(lowered: Any, directory: str, passes: Sequence[str]) -> tuple[Any, bool]:
+    """``lowered.compile`` with :func:`dump_passes`; (compiled, options taken) (Lab 03).
+
+    False means this XLA refused the options and compiled without them: nothing was dumped.
+    """
+    return _compile_with(lowered, dump_passes(directory, passes), None)
 
 
 def _compile_with(lowered: Any, extra: dict[str, Any], base: Mapping[str, Any] | None) -> tuple[Any, bool]:

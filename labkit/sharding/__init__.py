@@ -1,9 +1,12 @@
-"""Sharding: how GSPMD turns one program into N device programs, and what that costs (Lab 03).
+"""Sharding: how one program becomes N device programs (propagation, then XLA's SPMD partitioner), and what that costs (Lab 03).
 
 Modules:
 
 - ``layouts``       meshes, layouts and the strategy presets of the course GPT
+- ``partitioner``   the program after Shardy's propagation and after XLA's SPMD partitioner
 - ``collectives``   the collectives in the compiled HLO, and bytes sent (one definition)
+- ``op_names``      which JAX op (forward or backward) asked for each array of a collective call
+- ``hlo_text``      reading compiled HLO text: instructions, users, what a device slices
 - ``topology``      one collective's time on a real topology: ring, bidirectional ring, torus, switch
 - ``comm_roofline`` a step's communication against its compute, per strategy and system
 - ``comm_bench``    collectives timed on this runtime's devices, fitted to latency + bytes / bandwidth

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from labkit.runtime import hardware
+from labkit.sharding import hlo_text, op_names
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3": 1,
@@ -37,8 +38,6 @@ DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3"
                "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
 EMULATED_RS = "all-reduce + dynamic-slice (CPU)"
 
-_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>\(.*?\)|[\w]+\[[^\]]*\](?:\{[^}]*\})?|[\w]+\[\])\s+(?P<op>[\w\-]+)\((?P<args>[^)]*)\)(?P<attrs>.*)$")
-_COMP = re.compile(r"^(?:ENTRY\s+)?%?(?P<name>[\w.\-]+)\s.*\{\s*$")
 _ARRAY = re.compile(r"(?P<dtype>[a-z]+\d*[a-z\d]*)\[(?P<dims>[\d,]*)\]")
 
 
@@ -56,12 +55,29 @@ class Collective:
     replica_groups: tuple[tuple[int, ...], ...]  # device ids per group (pairs for a permute)
     op_name: str = ""  # the JAX op that caused it (HLO metadata), e.g. "jit(step)/.../dot_general"
 
+    arrays: int = 1  # arrays in its call: a tuple all-reduce carries several (name "call[i]")
+
+    @property
+    def call(self) -> str:
+        """The HLO instruction that runs it: one call may carry several arrays (Lab 03)."""
+        return self.name.partition("[")[0]  # collectives() names a tuple all-reduce's i-th array "name[i]"
+
+    @property
+    def index(self) -> int | None:
+        """Which array of its call this is (None: the call carries one) (Lab 03)."""
+        m = re.search(r"\[(\d+)\]$", self.name)
+        return int(m[1]) if m else None
+
     @property
     def origin(self) -> str:
-        """"forward dot_general", "backward reduce_sum", "mul": the JAX op that needed it (Lab 03)."""
-        phase = "backward" if "transpose(" in self.op_name else "forward" if "jvp(" in self.op_name else ""
-        op = re.sub(r"\(.*?\)", "", self.op_name.rsplit("/", 1)[-1]).strip(")") or "?"
-        return f"{phase} {op}".strip() if self.op_name else "(compiler)"
+        """"forward dot_general", "backward reduce_sum": the JAX op that needed this array (Lab 03)."""
+        # A combined call's op_name merges one name per array (labkit.sharding.op_names): read ours.
+        return op_names.origin(self.op_name, self.index, self.arrays)
+
+    @property
+    def phase(self) -> str:
+        """"forward", "backward" or "" (unknown): the pass that needed this array (Lab 03)."""
+        return op_names.array_phase(self.op_name, self.index, self.arrays)
 
     @property
     def array_bytes(self) -> int:
@@ -173,67 +189,13 @@ def _mesh_groups(mesh_text: str, device_ids: str | None, axes_text: str) -> tupl
     return tuple(tuple(int(v) for v in row) for row in arr)
 
 
-def _parse_module(text: str) -> tuple[dict[str, dict], dict[str, str], dict[str, list[dict]]]:
-    """{instruction: fields} over all computations, {computation: body}, {instruction: users}."""
-    instrs: dict[str, dict] = {}
-    comps: dict[str, str] = {}
-    current, body = None, []
-    for line in text.splitlines():
-        if current is None:
-            c = _COMP.match(line)
-            if c and "=" not in line.split("{")[0].split("->")[0].split("(")[0]:
-                current, body = c["name"], []
-        elif line.strip() == "}":
-            comps[current], current = "\n".join(body), None
-        else:
-            body.append(line)
-            m = _INSTR.match(line)
-            if m:
-                d = m.groupdict() | {"computation": current}
-                d["operands"] = re.findall(r"%([\w.\-]+)", d["args"])
-                instrs[d["name"]] = d
-    users: dict[str, list[dict]] = {}
-    for d in instrs.values():
-        for o in d["operands"]:
-            users.setdefault(o, []).append(d)
-    return instrs, comps, users
-
-
-def _from_partition_id(name: str, instrs: dict, comps: dict, depth: int = 0) -> bool:
-    """True if instruction `name` is, or is computed from, this device's partition-id."""
-    d = instrs.get(name)
-    if d is None or depth > 6:
-        return False
-    if d["op"] in ("partition-id", "replica-id"):
-        return True
-    called = re.search(r"calls=%([\w.\-]+)", d["attrs"])
-    if called and "partition-id(" in comps.get(called[1], ""):
-        return True
-    return any(_from_partition_id(o, instrs, comps, depth + 1) for o in d["operands"])
-
-
-def _sliced_by_partition(name: str, instrs: dict, users: dict, comps: dict, depth: int = 0) -> bool:
-    """True if `name` flows (through bitcasts/copies) into a dynamic-slice at partition-id."""
-    for u in users.get(name, []):
-        if u["op"] in ("bitcast", "copy", "reshape", "get-tuple-element") and depth < 4:
-            if _sliced_by_partition(u["name"], instrs, users, comps, depth + 1):
-                return True
-        called = re.search(r"calls=%([\w.\-]+)", u["attrs"])
-        slices = u["op"] == "dynamic-slice" or (
-            u["op"] == "fusion" and called is not None and "dynamic-slice(" in comps.get(called[1], ""))
-        if slices and (_from_partition_id(u["name"], instrs, comps) or any(
-                _from_partition_id(o, instrs, comps) for o in u["operands"] if o != name)):
-            return True
-    return False
-
-
 def collectives(compiled: Any, n_devices: int | None = None) -> list[Collective]:
     """Every collective in a compiled program (or its HLO text), one row per array (Lab 03)."""
     text = compiled if isinstance(compiled, str) else compiled.as_text()
     if n_devices is None:
         m = re.search(r"num_partitions=(\d+)", text)
         n_devices = int(m[1]) if m else None
-    instrs, comps, users = _parse_module(text)
+    instrs, comps, users = hlo_text.parse_module(text)
     out: list[Collective] = []
     for d in instrs.values():
         op = d["op"].removesuffix("-start")
@@ -253,12 +215,12 @@ def collectives(compiled: Any, n_devices: int | None = None) -> list[Collective]
                 if tuple_result:
                     gte = [u for u in users.get(d["name"], []) if u["op"] == "get-tuple-element"
                            and re.search(rf"index={i}\b", u["attrs"])]
-                    sliced = any(_sliced_by_partition(g["name"], instrs, users, comps) for g in gte)
+                    sliced = any(hlo_text.sliced_by_partition(g["name"], instrs, users, comps) for g in gte)
                 else:
-                    sliced = _sliced_by_partition(d["name"], instrs, users, comps)
+                    sliced = hlo_text.sliced_by_partition(d["name"], instrs, users, comps)
                 kind, how = ("reduce-scatter", EMULATED_RS) if sliced else ("all-reduce", "all-reduce")
                 out.append(Collective(kind, how, d["name"] + (f"[{i}]" if tuple_result else ""), dims,
-                                      dt, nbytes(dt, dims), n, groups, src))
+                                      dt, nbytes(dt, dims), n, groups, src, len(shapes) if tuple_result else 1))
             continue
         dt = shapes[0][0]
         total = sum(nbytes(t, s) for t, s in shapes)
@@ -277,7 +239,7 @@ def schedule(compiled: Any) -> list[tuple[str, str, str]]:
     m = re.search(r"^ENTRY\s+%?([\w.\-]+)", text, re.M)
     if m is None:
         raise ValueError("no ENTRY computation in this HLO text: pass compiled.as_text() of a compiled program")
-    instrs, _, _ = _parse_module(text)
+    instrs, _, _ = hlo_text.parse_module(text)
     out = []
     for d in instrs.values():
         if d["computation"] == m[1]:
@@ -287,19 +249,31 @@ def schedule(compiled: Any) -> list[tuple[str, str, str]]:
 
 
 def summarize(table: Iterable[Collective], detail: bool = False) -> list[dict[str, Any]]:
-    """Rows per kind (or kind, shape, origin if detail): count, D, bytes sent (ring model, as compiled) (Lab 03)."""
+    """Rows per kind (or kind, shape, origin if detail): arrays, calls, D, bytes sent (ring, as compiled) (Lab 03).
+
+    "arrays" counts arrays; "calls" the HLO collectives that carry them (a tuple all-reduce is one
+    call for many arrays, and is counted in each row that holds one of its arrays).
+    """
     rows: dict[tuple, dict[str, Any]] = {}
+    calls: dict[tuple, set[str]] = {}
     for c in table:
         key = (KINDS.index(c.kind),) + ((c.compiled_as, c.shape, c.dtype, c.group_size, c.origin) if detail else ())
         head = {"kind": c.kind} | ({"compiled as": c.compiled_as, "operand shape": c.shape,
                                    "dtype": c.dtype, "n": c.group_size, "from": c.origin} if detail else {})
-        r = rows.setdefault(key, head | {"count": 0, "array bytes D": 0, "bytes sent": 0.0,
+        r = rows.setdefault(key, head | {"arrays": 0, "calls": 0, "array bytes D": 0, "bytes sent": 0.0,
                                          "sent as compiled": 0.0})
-        r["count"] += 1
+        r["arrays"] += 1
+        calls.setdefault(key, set()).add(c.call)
+        r["calls"] = len(calls[key])
         r["array bytes D"] += c.array_bytes
         r["bytes sent"] += c.ring_bytes  # the ring model of the logical kind
         r["sent as compiled"] += c.compiled_ring_bytes  # an emulated reduce-scatter sends an all-reduce's
     return [rows[k] for k in sorted(rows, key=str)]
+
+
+def calls(table: Iterable[Collective], kind: str | None = None) -> int:
+    """Collective calls (HLO instructions) in a table, optionally of arrays of one kind (Lab 03)."""
+    return len({c.call for c in table if kind is None or c.kind == kind})
 
 
 def total_bytes(table: Iterable[Collective], kind: str | None = None) -> int:
@@ -311,8 +285,7 @@ def sent_per_call(table: Iterable[Collective]) -> dict[str, float]:
     """(Lab 03) Bytes sent per collective *call*: the arrays of one tuple all-reduce ("name[i]") share one call."""
     out: dict[str, float] = {}
     for c in table:
-        call = c.name.partition("[")[0]  # collectives() names a tuple all-reduce's i-th array "name[i]"
-        out[call] = out.get(call, 0.0) + c.ring_bytes
+        out[c.call] = out.get(c.call, 0.0) + c.ring_bytes
     return out
 
 

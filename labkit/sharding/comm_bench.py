@@ -7,6 +7,9 @@ each device sends (:func:`labkit.sharding.collectives.bytes_sent`), t = alpha + 
 all-gather or an all-reduce of growing arrays over every device of a 1-D mesh (median repeat,
 ``labkit.measure.bench.TIMING_RULE``), :func:`fit` finds alpha and B by least squares, and
 :func:`compare` puts each measured time beside the named topology's bandwidth-only prediction.
+Each timed program holds one collective, so alpha also holds launching that program on every
+device; :func:`floor` times the same program without the collective, and
+:attr:`Fit.in_step_alpha_s` (alpha less that floor) estimates what a collective inside a step costs.
 
 On simulated CPU devices there is no interconnect: a "collective" is memory copies between threads
 of one process on this host's cores, so alpha is the host's dispatch and rendezvous cost and B its
@@ -24,6 +27,7 @@ import numpy as np
 from labkit.measure import bench
 from labkit.runtime import systems
 from labkit.sharding import collectives as coll
+from labkit.sharding import layouts
 from labkit.sharding import topology
 
 KINDS = ("all-gather", "all-reduce")
@@ -51,14 +55,26 @@ class Fit:
     gbs: float | None  # B, GB/s: ring-model bytes each device sends per second; None if time did not grow
     points: int
     max_rel_residual: float = 0.0  # worst |measured - fitted| / measured over the points
+    floor_s: float = 0.0  # seconds a program with no collective takes on the same mesh (:func:`floor`)
+
+    @property
+    def in_step_alpha_s(self) -> float:
+        """alpha less launching a program: the fixed cost a collective adds inside a compiled step (Lab 03).
+
+        alpha is fitted on one standalone program per collective, so it includes dispatching that
+        program to every device; a collective inside a step skips that. <= 0: below what this
+        runtime can separate from the launch.
+        """
+        return self.alpha_s - self.floor_s
 
     def seconds(self, sent_bytes: float) -> float:
         """Fitted time for a collective in which each device sends ``sent_bytes`` (Lab 03)."""
         return self.alpha_s + (sent_bytes / (self.gbs * 1e9) if self.gbs else 0.0)
 
-    def latency_bound_below(self) -> float | None:
-        """Bytes sent per device under which the fixed cost is more than half the time (Lab 03)."""
-        return self.alpha_s * self.gbs * 1e9 if self.gbs and self.alpha_s > 0 else None
+    def latency_bound_below(self, in_step: bool = False) -> float | None:
+        """Bytes sent per device under which the fixed cost (in_step: less the launch) is over half the time (Lab 03)."""
+        alpha = self.in_step_alpha_s if in_step else self.alpha_s
+        return alpha * self.gbs * 1e9 if self.gbs and alpha > 0 else None
 
 
 def _check(kind: str, sizes: Sequence[int], n: int) -> list[int]:
@@ -95,6 +111,35 @@ def collective(kind: str, mesh: Any) -> Any:
     return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P(axis), out_specs=P(), check_vma=False))
 
 
+def no_collective(mesh: Any) -> Any:
+    """Jitted program shaped like :func:`collective` with no collective: each device doubles its shard (Lab 03)."""
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    axis = mesh.axis_names[0]
+    return jax.jit(jax.shard_map(lambda x: x * 2.0, mesh=mesh, in_specs=P(axis), out_specs=P(axis)))
+
+
+def floor(mesh: Any, array_bytes: int = 2**15, repeats: int = 10) -> float:
+    """Median seconds of :func:`no_collective` on a D-byte array: launching a program on the mesh (Lab 03).
+
+    What a standalone collective's time holds besides the collective; :attr:`Fit.in_step_alpha_s`
+    subtracts it. The compiled program is checked to hold no collective.
+    """
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    n = int(mesh.devices.size)
+    size = _check("all-gather", [array_bytes, 2 * array_bytes], n)[0]  # the same rule as the collectives' sizes
+    repeats = layouts.check_int(repeats, "repeats", fix="time at least one repeat")
+    fn = no_collective(mesh)
+    x = jax.device_put(_input("all-gather", size, n), NamedSharding(mesh, P(mesh.axis_names[0])))
+    found = coll.kinds(coll.collectives(fn.lower(x).compile()))
+    if found:
+        raise RuntimeError(f"the no-collective program compiled with collectives {found}: it cannot be a floor")
+    return bench.time_jax(fn, lambda i: (x,), warmup=2, repeats=repeats, calls=1, label=f"no collective {size} B").median_s
+
+
 def _input(kind: str, array_bytes: int, n: int) -> np.ndarray:
     elems = array_bytes // ITEMSIZE
     rng = np.random.default_rng(array_bytes)
@@ -126,12 +171,15 @@ def measure(kind: str, mesh: Any, sizes: Sequence[int], repeats: int = 5) -> lis
     return out
 
 
-def fit(points: Sequence[Point]) -> Fit:
+def fit(points: Sequence[Point], floor_s: float = 0.0) -> Fit:
     """Least-squares alpha and B of t = alpha + S / B over points of one kind (Lab 03).
 
     Residuals are relative (weights 1/t): the sizes span orders of magnitude, and an unweighted fit
-    would let the largest decide alpha, which only the smallest can show.
+    would let the largest decide alpha, which only the smallest can show. ``floor_s``: a
+    no-collective program's seconds on the same mesh (:func:`floor`), kept for :attr:`Fit.in_step_alpha_s`.
     """
+    if isinstance(floor_s, bool) or not isinstance(floor_s, (int, float)) or not 0 <= floor_s < float("inf"):
+        raise ValueError(f"floor_s must be seconds >= 0 (comm_bench.floor(mesh)), got {floor_s!r}")
     kinds = {p.kind for p in points}
     if len(kinds) != 1 or len({p.sent_bytes for p in points}) < 2:
         raise ValueError(f"fit needs points of one kind at 2+ sizes, got kinds {sorted(kinds)} and "
@@ -140,7 +188,8 @@ def fit(points: Sequence[Point]) -> Fit:
     t = np.array([p.seconds for p in points], dtype=np.float64)
     slope, alpha = np.polyfit(s, t, 1, w=1 / t)  # seconds per byte, seconds
     worst = float(np.max(np.abs(t - (alpha + slope * s)) / t))
-    return Fit(kinds.pop(), float(alpha), float(1 / slope / 1e9) if slope > 0 else None, len(points), worst)
+    return Fit(kinds.pop(), float(alpha), float(1 / slope / 1e9) if slope > 0 else None, len(points), worst,
+               float(floor_s))
 
 
 def rows(points: Sequence[Point]) -> list[dict[str, Any]]:

@@ -32,6 +32,7 @@ SYSTEMS = {"v5e8": "TPU v5e-8", "h100x8": "8x H100 SXM"}  # record key -> topolo
 # Best large bf16 matmul measured on one chip, FLOP/s (HARDWARE.md, reference measurements: 8192^3
 # on one H100 80GB HBM3, ~755-800 TFLOP/s). No TPU v5e figure measured for this course yet.
 MEASURED_PEAK = {"NVIDIA H100 SXM": 800e12}
+MEASURED_PEAK_SOURCE = "HARDWARE.md"  # a reference measurement, not this run: the table column says so
 FLOAT_TYPES = ("f32", "bf16", "f16", "f64")
 
 
@@ -56,7 +57,7 @@ class Roofline:
         d = asdict(self)
         return {"strategy": d["strategy"], "system": d["system"], "GFLOP/device": self.flops / 1e9,
                 "compute µs (spec)": self.compute_s * 1e6,
-                "compute µs (measured peak)": None if self.compute_measured_s is None
+                f"compute µs (reference peak, {MEASURED_PEAK_SOURCE})": None if self.compute_measured_s is None
                 else self.compute_measured_s * 1e6,
                 "comm µs": self.comm_s * 1e6, "comm / compute": self.ratio,
                 "overlapped µs": max(self.comm_s, self.compute_s) * 1e6,

@@ -116,7 +116,8 @@ def measure(cfg: GPTConfig, batch: int, schedule: str, mesh: Any = None, fast: b
 def zero3_bytes(cfg: GPTConfig, n: int = 8) -> dict[str, float]:
     """Bytes one device sends per FSDP gradient step, kept vs regather, counted per parameter (Lab 03).
 
-    ZeRO's 1.5x = 3Ψ / 2Ψ gathers and reduce-scatters every parameter once per use. Two things of
+    ZeRO's 1.5x = 3Ψ / 2Ψ (Ψ the parameter bytes) gathers and reduce-scatters every parameter once
+    per use; each of those sends Ψ' = (n-1)/n Ψ per device in a ring ("psi_sent"). Two things of
     this GPT move it: the tied ``wte`` is used twice (lookup and head), so "kept" gathers it twice
     and reduce-scatters its two gradient contributions separately, while "regather" shares one
     forward gather between the two uses; and only matmul weights are gathered again for the
@@ -125,25 +126,27 @@ def zero3_bytes(cfg: GPTConfig, n: int = 8) -> dict[str, float]:
     shapes = st.param_shapes(cfg)
     nbytes = {k: 4 * int(np.prod(s)) for k, s in shapes.items()}  # fp32 bytes per parameter
     share = (n - 1) / n  # ring all-gather / reduce-scatter: each device sends (n-1)/n of the array
-    psi = share * sum(nbytes.values())  # ZeRO's Ψ, as sent: every parameter once
-    wte = share * nbytes["wte"]  # the tied embedding, once
-    matmul = share * sum(v for k, v in nbytes.items() if len(shapes[k]) >= 2 and k != "wpe")
-    kept = 2 * psi + 2 * wte  # gather + reduce-scatter Ψ; wte: a 2nd gather (head) and reduce-scatter
-    regather = 2 * psi + wte + matmul  # one shared wte gather, its 2nd reduce-scatter, the re-gathers
-    return {"psi": psi, "wte": wte, "matmul": matmul, "kept": kept, "regather": regather,
-            "ratio": regather / kept}
+    param_bytes = sum(nbytes.values())  # ZeRO's Ψ
+    psi_sent = share * param_bytes  # Ψ' : one gather (or reduce-scatter) of every parameter, as sent
+    wte = share * nbytes["wte"]  # the tied embedding, once, as sent
+    matmul = share * sum(v for k, v in nbytes.items() if len(shapes[k]) >= 2 and k != "wpe")  # as sent
+    kept = 2 * psi_sent + 2 * wte  # gather + reduce-scatter Ψ'; wte: a 2nd gather (head) and reduce-scatter
+    regather = 2 * psi_sent + wte + matmul  # one shared wte gather, its 2nd reduce-scatter, the re-gathers
+    return {"param_bytes": param_bytes, "psi_sent": psi_sent, "wte": wte, "matmul": matmul, "kept": kept,
+            "regather": regather, "ratio": regather / kept}
 
 
 def _is_regather(c: coll.Collective) -> bool:
     # a matrix (>= 2-D: a matmul weight; LayerNorm gains are 1-D) gathered for the backward pass
-    return c.kind == "all-gather" and "transpose(" in c.op_name and len(c.shape) >= 2
+    # (c.phase reads this array's part of an op_name a collective combiner merged, e.g. on a GPU)
+    return c.kind == "all-gather" and c.phase == "backward" and len(c.shape) >= 2
 
 
 def gathers_in_backward(compiled: Any, table: list[coll.Collective] | None = None) -> tuple[int, int]:
     """(weight re-gathers that run after the forward pass's last matmul, all weight re-gathers) (Lab 03).
 
     A re-gather is an all-gather of a matrix (>= 2-D: a matmul weight; LayerNorm gains are 1-D)
-    that the backward pass asked for (``transpose(`` in its JAX op_name); where it sits comes from
+    that the backward pass asked for (``transpose(`` in its JAX op_name: :attr:`Collective.phase`); where it sits comes from
     the compiled schedule (the order buffer assignment, hence the peak, is computed for). Every
     forward matmul feeds the loss (nothing is rematerialised here), so the last one marks where
     the forward pass ends. ``table``: the program's :func:`collectives`, if already read.

@@ -84,3 +84,19 @@ def test_this_xla_takes_the_empty_command_buffer_list() -> None:
     lowered = jax.jit(lambda a: a @ a + 1.0).lower(jnp.ones((4, 4)))
     compiled, taken = CO.compile_traceable(lowered, "gpu")
     assert taken and float(compiled(jnp.ones((4, 4)))[0, 0]) == 5.0
+
+
+def test_pass_dumps_are_this_compiles_options_and_a_refusal_dumps_nothing(tmp_path) -> None:
+    """Lab 03's partitioner cells: XLA's dump options for one compile; an XLA that refuses them compiles as is."""
+    opts = CO.dump_passes(str(tmp_path), ("shardy-xla", "spmd-partitioning"))
+    assert opts == {"xla_dump_to": str(tmp_path), "xla_dump_hlo_pass_re": "shardy-xla|spmd-partitioning"}
+    lo = FakeLowered()
+    assert CO.compile_dumping(lo, str(tmp_path), ("spmd-partitioning",)) == ("compiled", True)
+    old = FakeLowered(refuse="xla_dump_to")
+    assert CO.compile_dumping(old, str(tmp_path), ("spmd-partitioning",)) == ("compiled", False)
+    assert old.calls[-1] is None
+    for bad in ("spmd-partitioning", (), ("",)):  # a bare string would dump every pass whose name has its letters
+        with pytest.raises(ValueError, match="passes must be a sequence of XLA pass names"):
+            CO.dump_passes(str(tmp_path), bad)
+    with pytest.raises(ValueError, match="directory must be a folder path"):
+        CO.dump_passes("", ("spmd-partitioning",))

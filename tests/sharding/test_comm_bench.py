@@ -36,6 +36,20 @@ def test_fit_recovers_alpha_and_bandwidth(kind: str) -> None:
     assert f.latency_bound_below() == pytest.approx(1.8e6)
 
 
+def test_in_step_alpha_subtracts_the_launch_of_a_program() -> None:
+    # 300 µs per standalone collective, of which 120 µs any program takes to launch on the mesh: 180 µs in a step.
+    f = cb.fit(points("all-reduce", 300e-6, 1.0), floor_s=120e-6)
+    assert f.alpha_s == pytest.approx(300e-6) and f.floor_s == 120e-6
+    assert f.in_step_alpha_s == pytest.approx(180e-6)
+    assert f.latency_bound_below(in_step=True) == pytest.approx(180e-6 * 1e9) and f.latency_bound_below() == pytest.approx(3e5)
+    assert cb.fit(points("all-reduce", 300e-6, 1.0)).in_step_alpha_s == pytest.approx(300e-6)  # no floor given
+    under = cb.fit(points("all-reduce", 100e-6, 1.0), floor_s=150e-6)  # the launch is all of it
+    assert under.in_step_alpha_s < 0 and under.latency_bound_below(in_step=True) is None
+    for bad in (-1e-6, float("nan"), float("inf"), "1e-4", True):
+        with pytest.raises(ValueError, match="floor_s must be seconds >= 0"):
+            cb.fit(points("all-reduce", 1e-5, 1.0), floor_s=bad)
+
+
 def test_rows_as_nccl_tests_report_them() -> None:
     pts = points("all-reduce", 0.0, 50.0)
     for p, r in zip(pts, cb.rows(pts)):
@@ -105,6 +119,21 @@ def test_plot_title_from_the_numbers() -> None:
     plt.close("all")
 
 
+def test_plot_title_rests_on_the_better_fit_and_flags_noisy_points() -> None:
+    # The all-gather's largest point stalled (8x its time, repeats spread 1.2): that series grew the most,
+    # but its fit is the worse one; the title must read the all-reduce and flag the stalled point.
+    ar = points("all-reduce", 300e-6, 1.0)
+    ag = points("all-gather", 300e-6, 1.0)
+    ag[-1] = cb.Point(**{**ag[-1].__dict__, "seconds": ag[-1].seconds * 8, "spread": 1.2})
+    pts = {"all-gather": ag, "all-reduce": ar}
+    fits = {k: cb.fit(p) for k, p in pts.items()}
+    assert fits["all-reduce"].max_rel_residual < fits["all-gather"].max_rel_residual
+    title = plots.plot_collective_fit(pts, fits, where="x").axes[0].get_title()
+    grow = ar[-1].seconds / ar[0].seconds
+    assert f"took {grow:.0f}x the time (all-reduce, the better fit; 1 noisy point marked x)" in title, title
+    plt.close("all")
+
+
 SCRIPT = r"""
 import json
 import labkit
@@ -119,6 +148,13 @@ for kind in cb.KINDS:
     y = np.asarray(cb.collective(kind, mesh)(jax.device_put(x, NamedSharding(mesh, P("data")))))
     want = x if kind == "all-gather" else x.sum(0, keepdims=True)
     pts = cb.measure(kind, mesh, [2**12, 2**14], repeats=2)
+    out["floor"] = cb.floor(mesh, 2**12, repeats=2)
+    out["floor_hlo"] = coll.kinds(coll.collectives(cb.no_collective(mesh).lower(
+        jax.device_put(cb._input("all-gather", 2**12, 8), NamedSharding(mesh, P("data")))).compile()))
+    try:
+        cb.floor(mesh, 100)
+    except ValueError as e:
+        out["floor_bad"] = str(e)
     out[kind] = {"err": float(np.max(np.abs(y - want))), "shape": list(y.shape),
                  "sent": [p.sent_bytes for p in pts], "n": [p.n for p in pts], "t": [p.seconds for p in pts],
                  "hlo": coll.kinds(coll.collectives(cb.collective(kind, mesh).lower(
@@ -158,3 +194,8 @@ def test_latency_bound_judged_on_measurements_and_remeasured_on_a_stall(monkeypa
     monkeypatch.setattr(cb, "measure", lambda kind, mesh, sizes, repeats=5: pts)
     c = cb.latency_bound("all-reduce", None, stalled)
     assert c.holds and c.attempts == 2  # the stall hid it; the fastest of two measurements shows it
+
+
+def test_the_floor_is_a_program_without_a_collective(measured: dict) -> None:
+    assert measured["floor_hlo"] == {} and 0 < measured["floor"] < 1.0
+    assert "divisible by 32" in measured["floor_bad"]

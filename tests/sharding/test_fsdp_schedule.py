@@ -106,12 +106,28 @@ def test_zero3_bytes_by_hand_and_against_the_compiled_schedules(result: dict) ->
     z = result["zero3"]
     # fp32 bytes of the smoke GPT: 1,725,440 in all; wte 256x128x4 = 131,072; wpe 32x128x4 = 16,384;
     # 10 LayerNorm vectors of 128 x 4 B. Ring all-gather / reduce-scatter over 8: each device sends 7/8.
-    assert z["psi"] == pytest.approx(7 / 8 * 1_725_440) and z["wte"] == pytest.approx(7 / 8 * 131_072)
+    # Ψ (ZeRO's parameter bytes) and Ψ' = 7/8 Ψ (what one gather of them sends per device) are two numbers.
+    assert z["param_bytes"] == 1_725_440 and "psi" not in z
+    assert z["psi_sent"] == pytest.approx(7 / 8 * 1_725_440) and z["wte"] == pytest.approx(7 / 8 * 131_072)
     assert z["matmul"] == pytest.approx(7 / 8 * (1_725_440 - 16_384 - 10 * 512))
-    assert z["kept"] == pytest.approx(2 * z["psi"] + 2 * z["wte"])
-    assert z["regather"] == pytest.approx(2 * z["psi"] + z["wte"] + z["matmul"])
+    assert z["kept"] == pytest.approx(2 * z["psi_sent"] + 2 * z["wte"])
+    assert z["regather"] == pytest.approx(2 * z["psi_sent"] + z["wte"] + z["matmul"])
     assert z["ratio"] < 1.5  # below ZeRO's 3Ψ/2Ψ: the tied wte's extra bytes, and no re-gather of wpe/LayerNorm
     # The per-parameter count is what XLA's CPU schedules send, to within 1 % (LayerNorm gains re-gathered, loss).
     sent = result["sent"]
     assert sent["kept"] == pytest.approx(z["kept"], rel=0.01) and sent["regather"] == pytest.approx(z["regather"], rel=0.01)
     assert sent["regather"] / sent["kept"] == pytest.approx(z["ratio"], rel=0.01)
+
+
+def test_a_regather_is_read_from_its_own_part_of_a_combined_op_name() -> None:
+    """A GPU's all-gather combiner merges op_names: a forward gather combined with a backward one is no re-gather."""
+    from labkit.sharding import fsdp_schedule as F
+    from labkit.sharding.collectives import Collective
+
+    merged = "jit(step)/(jvp()/dot_general:transpose(jvp())/dot_general)"  # XLA's combined spelling
+    fwd, bwd = (Collective("all-gather", "all-gather", f"all-gather.7[{i}]", (16, 128), "f32", 8192, 8,
+                           (tuple(range(8)),), merged, 2) for i in (0, 1))
+    assert not F._is_regather(fwd) and F._is_regather(bwd)
+    plain = Collective("all-gather", "all-gather", "all-gather.3", (16, 128), "f32", 8192, 8, (tuple(range(8)),),
+                       "jit(step)/transpose(jvp())/dot_general")
+    assert F._is_regather(plain) and not F._is_regather(Collective(**{**plain.__dict__, "shape": (16,)}))

@@ -89,7 +89,12 @@ def check_predict_collectives(fn: Callable[[tuple, tuple, tuple], set[str]]) -> 
     ]
     return check_function("predict the collectives", normalised, reference, MATMUL_CASES,
                           hints=hints, explain="You can read a layout's communication off its "
-                          "PartitionSpecs before compiling anything.")
+                          "PartitionSpecs before compiling anything.", describe=describe_case)
+
+
+def describe_case(args: tuple) -> str:
+    """(Lab 03) "x ('data', None), w (None, 'model'), y (None, None)": one case of exercise 1, named."""
+    return ", ".join(f"{k} {spec}" for k, spec in zip(("x", "w", "y"), args))
 
 
 # ----------------------------------------------------------------------------------------
@@ -139,6 +144,22 @@ def compile_mlp(layout: dict[str, tuple], mesh: Any = None) -> tuple[list[C.Coll
     return C.collectives(compiled), np.asarray(compiled(x, w1, w2)), ref
 
 
+def layout_error(layout: dict[str, Any]) -> str:
+    """(Lab 03) What is wrong with the *form* of a layout {"w1": spec, "w2": spec}; "" if nothing."""
+    for k, v in layout.items():
+        if isinstance(v, str):  # tuple("model") is ('m', 'o', 'd', 'e', 'l'): one "axis" per letter
+            return (f'layout["{k}"] = {v!r} is a string, which would be read as one axis per letter '
+                    f"{tuple(v)}. Give one entry per dimension of {k}, in a tuple: e.g. (None, {v!r}) "
+                    f"to split its columns, ({v!r}, None) to split its rows.")
+        if not isinstance(v, (tuple, list)):
+            return (f'layout["{k}"] = {v!r} is not a tuple: give one entry per dimension of {k}, '
+                    'each None or a mesh axis name, e.g. (None, "model").')
+        if len(v) > len(MLP_SHAPES[k]) or not all(e is None or isinstance(e, str) for e in v):
+            return (f'layout["{k}"] = {tuple(v)!r}: {k} has {len(MLP_SHAPES[k])} dimensions {MLP_SHAPES[k]}; '
+                    'give at most one entry per dimension, each None or a mesh axis name such as "model".')
+    return ""
+
+
 def _split(spec: tuple) -> bool:
     return any(e is not None for e in spec)
 
@@ -153,7 +174,10 @@ def check_fixed_layout(fn: Callable[[], dict[str, tuple]]) -> CheckResult:
     if not isinstance(layout, dict) or set(layout) != {"w1", "w2"}:
         return finish(CheckResult(name, "wrong", 'return a dict {"w1": (...), "w2": (...)} of '
                                    "PartitionSpec entries, e.g. (None, \"model\")."))
-    layout = {k: tuple(v) for k, v in layout.items()}
+    bad = layout_error(layout)
+    if bad:
+        return finish(CheckResult(name, "wrong", bad))
+    layout = {k: tuple(v) + (None,) * (len(MLP_SHAPES[k]) - len(v)) for k, v in layout.items()}  # ("model",) = ("model", None)
     try:
         table, out, ref = compile_mlp(layout)
     except (S.ShardingError, ValueError) as e:
@@ -180,10 +204,12 @@ def check_fixed_layout(fn: Callable[[], dict[str, tuple]]) -> CheckResult:
             msg = f"still moving activations: {shapes}. Split w1's and w2's d_ff dims."
         return finish(CheckResult(name, "wrong", f"hint: {msg}"))
     if not (_split(w1) and _split(w2)):
-        whole = " and ".join(k for k in ("w1", "w2") if not _split(layout[k]))
-        return finish(CheckResult(name, "wrong", f"hint: no all-gather now, but {whole} is "
-                                   f"replicated: every device holds all of it and tensor "
-                                   f"parallelism saves no memory. Split its d_ff dimension."))
+        whole = [k for k in ("w1", "w2") if not _split(layout[k])]
+        one = len(whole) == 1
+        return finish(CheckResult(name, "wrong", f"hint: no all-gather now, but {' and '.join(whole)} "
+                                   f"{'is' if one else 'are'} replicated: every device holds all of "
+                                   f"{'it' if one else 'them'} and tensor parallelism saves no memory. "
+                                   f"Split {'its' if one else 'their'} d_ff dimension."))
     kinds = C.kinds(table)
     return finish(CheckResult(name, "passed", f"collectives now: {kinds or 'none'} — the "
                                "Megatron pattern: column-parallel w1, row-parallel w2, one "

@@ -70,7 +70,12 @@ for name, layout in [("right", {"w1": (None, "model"), "w2": ("model", None)}),
                      ("w2_whole", {"w1": (None, "model"), "w2": (None, None)}),
                      ("w1_rows", {"w1": ("model", None), "w2": ("model", None)}),
                      ("not_dict", [("model", None)]),
-                     ("bad_axis", {"w1": (None, "expert"), "w2": ("model", None)})]:
+                     ("bad_axis", {"w1": (None, "expert"), "w2": ("model", None)}),
+                     ("both_whole", {"w1": (None, None), "w2": (None, None)}),
+                     ("bare_string", {"w1": (None, "model"), "w2": "model"}),
+                     ("not_a_tuple", {"w1": (None, "model"), "w2": 5}),
+                     ("too_long", {"w1": (None, "model", None), "w2": ("model", None)}),
+                     ("short_right", {"w1": (None, "model"), "w2": ("model",)})]:
     r = lab03.check_fixed_layout(lambda layout=layout: layout)
     out["fix_" + name] = [r.status, r.message]
 os.environ["LABKIT_CHECK_MODE"] = "stop"
@@ -105,14 +110,33 @@ def test_predict_wrong_answers_get_their_hint(verdicts: dict, name: str, hint: s
     assert status == "wrong" and hint in message, message
 
 
-def test_fixed_layout_accepts_megatron(verdicts: dict) -> None:
-    status, message = verdicts["fix_right"]
+@pytest.mark.parametrize("name", ["right", "short_right"])
+def test_fixed_layout_accepts_megatron(verdicts: dict, name: str) -> None:
+    status, message = verdicts["fix_" + name]  # ("model",) is ("model", None): one entry per leading dim
     assert status == "passed" and "{'all-reduce': 1}" in message
+
+
+def test_a_bare_string_spec_is_refused_with_the_fix(verdicts: dict) -> None:
+    # "model" is not a layout of w2: as a PartitionSpec it would be P('m', 'o', 'd', 'e', 'l').
+    status, message = verdicts["fix_bare_string"]
+    assert status == "wrong" and """layout["w2"] = 'model' is a string""" in message, message
+    assert "('m', 'o', 'd', 'e', 'l')" in message and "(None, 'model')" in message and "('model', None)" in message
+
+
+def test_predict_hint_names_the_layout_that_failed(verdicts: dict) -> None:
+    status, message = verdicts["predict_never_rs"]
+    # never_rs answers all-reduce where the output is split over the summed axis: the third case of MATMUL_CASES
+    assert status == "wrong" and "Wrong for x (None, 'model'), w ('model', None), y ('model', None): " \
+        "your answer was {'all-reduce'}." in message, message
 
 
 @pytest.mark.parametrize("name, hint", [
     ("broken", "split the same way — by its rows"),
-    ("w2_whole", "w2 is replicated"),
+    ("w2_whole", "w2 is replicated: every device holds all of it"),
+    ("both_whole", "w1 and w2 are replicated: every device holds all of them and tensor parallelism saves no "
+                   "memory. Split their d_ff dimension."),
+    ("not_a_tuple", 'layout["w2"] = 5 is not a tuple'),
+    ("too_long", "w1 has 2 dimensions (32, 128)"),
     ("w1_rows", "w1 is split along d_model"),
     ("not_dict", 'return a dict {"w1"'),
     ("bad_axis", "does not compile"),

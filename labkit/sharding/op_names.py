@@ -1,0 +1,86 @@
+"""Which JAX op asked for a collective: the HLO ``op_name`` metadata, combined names split (Lab 03).
+
+Every HLO instruction JAX emits carries ``metadata={op_name="jit(step)/transpose(jvp())/dot_general"}``:
+the jitted function, the transformation stack (``jvp(...)``: the forward pass of a gradient,
+``transpose(...)``: its backward pass) and the primitive. When XLA's collective combiner merges
+several collectives into one tuple all-reduce, it merges their names too: the common prefix, then
+each name's rest inside parentheses, separated by ``:`` -- recorded from jax 0.10.2's XLA:CPU
+(tests/sharding/test_op_names.py holds the strings)::
+
+    jit(step)/(jvp()/dot_general:transpose(jvp(jit(log_softmax)))/reduce_sum)
+
+is a *forward* matmul's all-reduce (tuple element 0) and a *backward* log-softmax reduction's
+(element 1) in one call. :func:`parts` splits such a name into one full op_name per merged
+instruction, in operand order; :func:`origin` names the op of one array of the call.
+"""
+
+from __future__ import annotations
+
+import re
+
+FORWARD, BACKWARD = "forward", "backward"
+
+
+def _split_top(text: str, sep: str) -> list[str]:
+    """Split ``text`` at ``sep`` characters outside parentheses."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if ch == sep and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    return out + [text[start:]]
+
+
+def parts(op_name: str) -> list[str]:
+    """(Lab 03) One full op_name per instruction a combined op_name merged, in operand order; [op_name] if none."""
+    if not isinstance(op_name, str):
+        raise TypeError(f"op_name must be the HLO metadata string, got {type(op_name).__name__} {op_name!r}")
+    segments = _split_top(op_name, "/")  # "/" inside a merged group is not a path separator of the whole
+    last = segments[-1]
+    if not (last.startswith("(") and last.endswith(")")) or len(_split_top(last[1:-1], ":")) < 2:
+        return [op_name]
+    prefix = "/".join(segments[:-1])
+    out: list[str] = []
+    for rest in _split_top(last[1:-1], ":"):  # a merged name can itself be merged: flatten it
+        out += parts(f"{prefix}/{rest}" if prefix else rest)
+    return out
+
+
+def phase(op_name: str) -> str:
+    """(Lab 03) "backward" (a transpose), "forward" (a jvp) or "" for one (not combined) op_name."""
+    return BACKWARD if "transpose(" in op_name else FORWARD if "jvp(" in op_name else ""
+
+
+def describe(op_name: str) -> str:
+    """(Lab 03) "forward dot_general", "backward reduce_sum", "mul": phase and primitive of one op_name."""
+    if not op_name:
+        return "(compiler)"
+    op = re.sub(r"\(.*?\)", "", _split_top(op_name, "/")[-1]).strip("()") or "?"
+    return f"{phase(op_name)} {op}".strip()
+
+
+def origin(op_name: str, index: int | None = None, arrays: int = 1) -> str:
+    """(Lab 03) What asked for array ``index`` of a call of ``arrays`` arrays whose metadata is ``op_name``.
+
+    A combined name with one part per array is read in operand order (the order XLA's combiner
+    merges operands and names); any other combination is reported whole as "combined: ...".
+    """
+    names = parts(op_name)
+    if len(names) == 1:
+        return describe(names[0])
+    if index is not None and len(names) == arrays and 0 <= index < arrays:
+        return describe(names[index])
+    seen = dict.fromkeys(describe(n) for n in names)  # distinct, in order
+    return "combined: " + " + ".join(seen)
+
+
+def array_phase(op_name: str, index: int | None = None, arrays: int = 1) -> str:
+    """(Lab 03) forward/backward of one array of a (possibly combined) call; "" when it cannot tell."""
+    names = parts(op_name)
+    if len(names) == 1:
+        return phase(names[0])
+    if index is not None and len(names) == arrays and 0 <= index < arrays:
+        return phase(names[index])
+    phases = {phase(n) for n in names}
+    return phases.pop() if len(phases) == 1 else ""
