@@ -19,7 +19,7 @@ JOBS=${JOBS:-"lab05 bf16-loss lab04 mfu-medium lab02 precision lab01"}
 # Seconds each job took on an H100/H200 with the GPU to itself (lab02 468 s, lab05 301 s; the others
 # beside other work, or estimated): a job is not started with less than this left.
 declare -A SECONDS_OF=([lab00]=90 [lab01]=120 [lab02]=480 [lab03]=180 [lab04]=330 [lab05]=310 [lab06]=70
-                       [mfu-medium]=200 [precision]=240 [serve]=110 [t4]=240 [bf16-loss]=180)
+                       [mfu-medium]=200 [precision]=240 [serve]=110 [t4]=240 [bf16-loss]=360)
 
 if [ -d .whl ] && ! python3 -c "import papermill" 2>/dev/null; then
   pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \

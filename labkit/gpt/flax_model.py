@@ -3,12 +3,16 @@
 Same parameterization as ``labkit.gpt.torch_model.TorchGPT`` — see ``labkit.gpt.config`` for the
 config, the shared choices (tied head, no Linear bias, tanh GELU, no dropout) and the
 canonical weight names. Parameters are always fp32; ``dtype`` (e.g. ``jnp.bfloat16``) is the
-*compute* dtype for mixed precision (Lab 04): activations and matmuls run in it, LayerNorm
-statistics and the loss stay in fp32. That includes the **residual stream** (the embeddings and
-every ``x + block(x)``): Flax's ``dtype`` casts it too, where ``torch.autocast`` leaves it fp32
-(additions and embedding lookups are not on autocast's low-precision list). ``residual_dtype``
-(e.g. ``jnp.float32``) keeps the embeddings and the residual adds in that dtype instead: autocast's
-recipe, so the two frameworks' "bf16" runs compute the same thing.
+*compute* dtype for mixed precision (Lab 04): every layer built with it casts its inputs and
+parameters to it (a LayerNorm too: its statistics are computed in fp32, but of the rounded input),
+and the loss is computed in fp32. The embeddings come out in ``dtype``, so by ordinary type
+promotion every ``x + block(x)`` of the **residual stream** stays in it. ``torch.autocast`` instead
+leaves the stream fp32: embedding lookups and additions are on none of its lists, and layer_norm is
+on its fp32 list. ``residual_dtype`` (e.g. ``jnp.float32``) follows autocast's recipe: the embeddings
+are looked up from the fp32 tables, the stream and the LayerNorms run in ``residual_dtype``, and
+only the matmuls (with what follows them inside a block) run in ``dtype``. Kernels still differ
+(GELU's rounding, the attention kernel's internals), so the two frameworks agree closely, not bit
+for bit.
 """
 
 from __future__ import annotations
@@ -102,10 +106,11 @@ class MLP(nnx.Module):
 class Block(nnx.Module):
     """Pre-norm transformer block: x + attn(ln1(x)), then x + mlp(ln2(x)) (Lab 02)."""
 
-    def __init__(self, cfg: GPTConfig, *, dtype: Any, rngs: nnx.Rngs) -> None:
-        self.ln1 = nnx.LayerNorm(cfg.d_model, epsilon=cfg.ln_eps, dtype=dtype, rngs=rngs)
+    def __init__(self, cfg: GPTConfig, *, dtype: Any, rngs: nnx.Rngs, norm_dtype: Any = None) -> None:
+        norm_dtype = dtype if norm_dtype is None else norm_dtype  # FlaxGPT's residual_dtype, when it has one
+        self.ln1 = nnx.LayerNorm(cfg.d_model, epsilon=cfg.ln_eps, dtype=norm_dtype, rngs=rngs)
         self.attn = CausalSelfAttention(cfg, dtype=dtype, rngs=rngs)
-        self.ln2 = nnx.LayerNorm(cfg.d_model, epsilon=cfg.ln_eps, dtype=dtype, rngs=rngs)
+        self.ln2 = nnx.LayerNorm(cfg.d_model, epsilon=cfg.ln_eps, dtype=norm_dtype, rngs=rngs)
         self.mlp = MLP(cfg, dtype=dtype, rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -127,8 +132,9 @@ class FlaxGPT(nnx.Module):
                              rngs=rngs)  # (vocab, d_model); also the tied head
         self.wpe = nnx.Embed(cfg.seq_len, d, dtype=dtype, embedding_init=_normal(0.02),
                              rngs=rngs)  # (seq_len, d_model)
-        self.blocks = _ModuleList([Block(cfg, dtype=dtype, rngs=rngs) for _ in range(cfg.n_layer)])
-        self.ln_f = nnx.LayerNorm(d, epsilon=cfg.ln_eps, dtype=dtype, rngs=rngs)
+        norm = dtype if residual_dtype is None else residual_dtype  # autocast runs layer_norm in fp32
+        self.blocks = _ModuleList([Block(cfg, dtype=dtype, rngs=rngs, norm_dtype=norm) for _ in range(cfg.n_layer)])
+        self.ln_f = nnx.LayerNorm(d, epsilon=cfg.ln_eps, dtype=norm, rngs=rngs)
 
     def __call__(self, tokens: jax.Array) -> jax.Array:
         b, t = tokens.shape  # (batch, seq)

@@ -1,20 +1,25 @@
 """Two meanings of "train in bf16": where each framework rounds the residual stream (Lab 04).
 
 A transformer's residual stream is the running sum ``x = x + block(x)`` that carries every layer's
-output to the next. ``torch.autocast`` leaves it fp32: additions and embedding lookups are not on
-its low-precision list, so only what a matmul produces is rounded. Flax's ``dtype=`` argument casts
-the whole forward, the embeddings and the residual adds included. (``FlaxGPT(residual_dtype=...)``
-keeps the stream in fp32 as autocast does.) So a "bf16" run in the two frameworks computes two
-different things.
+output to the next. ``torch.autocast`` leaves it fp32: embedding lookups and additions are on none
+of its lists and layer_norm is on its fp32 list, so what gets rounded is what the matmuls (and the
+ops after them inside a block) produce. Flax's ``dtype=`` builds every layer to compute in bf16, the
+embeddings included; the stream starts bf16, and type promotion (bf16 + bf16 is bf16; fp32 + bf16
+is fp32, in JAX as in torch) keeps every add in bf16. ``FlaxGPT(residual_dtype=jnp.float32)`` looks
+the embeddings up in fp32 and runs the LayerNorms in fp32: autocast's recipe, up to the kernels
+(GELU's rounding, attention's internals). So a "bf16" run in the two frameworks by default computes
+two different things.
 
 Why it matters: a bf16 number has 8 significant bits, so adding an update smaller than half a step
-of the number leaves it unchanged (section 2's 256 + 1 = 256). Each block's update is small next to
-the stream it is added to, and in a bf16 stream part of it is lost in the addition.
-:func:`lost_updates` counts that share; in an fp32 stream the same updates survive.
+of the number leaves it unchanged (section 2's 256 + 1 = 256), and a larger one is rounded to the
+stream's step. :func:`stream_rounding` measures both at every residual add of the model: the share
+of update elements lost outright, and the sum's rounding error as a share of the update's size. In
+an fp32 stream the error is about 2^16 times smaller (unit roundoff 2^-24 against 2^-8).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -76,26 +81,43 @@ def stream_dtypes(cfg: GPTConfig, precision: str = "bf16") -> list[dict[str, str
     return [{"recipe": name, **r} for name, r in zip(RECIPES, rows)]
 
 
-def swamped(x: Any, dx: Any, dtype: Any) -> float:
-    """(Lab 04) Share of the nonzero updates ``dx`` that ``x + dx``, computed in ``dtype``, loses entirely."""
+@dataclass(frozen=True)
+class AddRounding:
+    """(Lab 04) What holding ``x + dx`` in one dtype does to the update ``dx``: elements lost, error size."""
+
+    lost: float   # share of the nonzero update elements the add loses entirely (x + dx rounds back to x)
+    error: float  # ‖rounded(x + dx) − (x + dx)‖ / ‖dx‖: the rounding error, as a share of the update's size
+    adds: int = 1  # how many additions were pooled into these two figures
+
+
+def add_rounding(x: Any, dx: Any, dtype: Any) -> AddRounding:
+    """(Lab 04) Round ``x`` and ``dx`` to ``dtype``, add them there, and measure the sum against float64."""
+    xa, da = np.asarray(x, np.float64), np.asarray(dx, np.float64)
+    if xa.shape != da.shape:
+        raise ValueError(f"x and dx must have one shape, got {xa.shape} and {da.shape}: pass a stream and its update")
+    lost, err, moved, size = _add_parts(xa, da, dtype)
+    return AddRounding(float(lost / moved) if moved else 0.0, float(np.sqrt(err / size)) if size else 0.0)
+
+
+def _add_parts(x: np.ndarray, dx: np.ndarray, dtype: Any) -> tuple[int, float, int, float]:
+    """(elements lost, squared error, nonzero updates, squared update size) of x + dx held in ``dtype``."""
     import jax.numpy as jnp
 
-    xs, ds = jnp.asarray(x, dtype), jnp.asarray(dx, dtype)
-    if xs.shape != ds.shape:
-        raise ValueError(f"x and dx must have one shape, got {xs.shape} and {ds.shape}: pass a stream and its update")
-    moved = ds != 0
-    lost = moved & ((xs + ds) == xs)  # the sum rounded back to x: the update vanished
-    n = int(moved.sum())
-    return float(lost.sum()) / n if n else 0.0
+    xs, ds = jnp.asarray(x, dtype), jnp.asarray(dx, dtype)  # the stream and the update as that dtype holds them
+    total = np.asarray(xs + ds, np.float64)  # the add, rounded to dtype
+    exact = np.asarray(xs, np.float64) + np.asarray(ds, np.float64)  # float64: exact for these operands
+    moved = dx != 0  # before the cast: an update that underflows to 0 in dtype is lost too
+    lost = moved & (total == np.asarray(xs, np.float64))  # the sum rounded back to x: the update vanished
+    return int(lost.sum()), float(((total - exact) ** 2).sum()), int(moved.sum()), float((dx**2).sum())
 
 
-def lost_updates(cfg: GPTConfig, flat: dict[str, np.ndarray], tokens: np.ndarray,
-                 precision: str = "bf16") -> dict[str, float]:
-    """(Lab 04) Share of the blocks' update elements lost in the residual adds: stream in ``precision`` vs fp32.
+def stream_rounding(cfg: GPTConfig, flat: dict[str, np.ndarray], tokens: np.ndarray,
+                    precision: str = "bf16") -> dict[str, AddRounding]:
+    """(Lab 04) The blocks' residual adds held in ``precision``'s compute dtype and in fp32: {dtype name: AddRounding}.
 
     Runs ``FlaxGPT`` with the stream in fp32 (autocast's recipe) on ``tokens`` (batch, seq) and, at each
-    of the ``2 * n_layer`` adds (attention, then MLP), asks how many of the update's nonzero elements
-    would vanish if the stream and the update were held in the compute dtype, and in fp32.
+    of the ``2 * n_layer`` adds (attention, then MLP), measures what holding the stream and the update
+    in the compute dtype, and in fp32, would do to the update: the two figures are pooled over all adds.
     """
     import jax.numpy as jnp
     from flax import nnx
@@ -109,14 +131,16 @@ def lost_updates(cfg: GPTConfig, flat: dict[str, np.ndarray], tokens: np.ndarray
     tokens = np.asarray(tokens)
     if tokens.ndim != 2 or tokens.shape[1] > cfg.seq_len or not np.issubdtype(tokens.dtype, np.integer):
         raise ValueError(f"tokens must be integer ids of shape (batch, seq <= {cfg.seq_len}), got {tokens.dtype} "
-                         f"{tokens.shape}; "
-                         f"e.g. tokens[:4 * {cfg.seq_len}].reshape(4, {cfg.seq_len})")
+                         f"{tokens.shape}; e.g. tokens[:4 * {cfg.seq_len}].reshape(4, {cfg.seq_len})")
     model = nnx.merge(*_jax_parts(cfg, precision, flat, residual="fp32"))
-    x, lost = model.embed(jnp.asarray(tokens, jnp.int32)), {"low": [], "fp32": []}
+    x = model.embed(jnp.asarray(tokens, jnp.int32))  # (batch, seq, d_model) fp32
+    sums = {dt: np.zeros(4) for dt in (low, jnp.dtype(jnp.float32))}  # lost, err², moved, size² per dtype
     for block in model.blocks:
         for update in (lambda h: block.attn(block.ln1(h)), lambda h: block.mlp(block.ln2(h))):
             dx = update(x).astype(jnp.float32)  # the block's output, computed in the compute dtype
-            lost["low"].append(swamped(x, dx, low))
-            lost["fp32"].append(swamped(x, dx, jnp.float32))
+            for dt in sums:
+                sums[dt] += _add_parts(np.asarray(x, np.float64), np.asarray(dx, np.float64), dt)
             x = x + dx  # the fp32 stream carries on
-    return {str(low): float(np.mean(lost["low"])), "float32": float(np.mean(lost["fp32"]))}
+    n = 2 * cfg.n_layer
+    return {str(dt): AddRounding(float(lost / moved) if moved else 0.0, float(np.sqrt(err / size)) if size else 0.0, n)
+            for dt, (lost, err, moved, size) in sums.items()}

@@ -156,8 +156,9 @@ def heldout_loss_jax(cfg: GPTConfig, flat: dict[str, np.ndarray], tokens: np.nda
                      fp32_matmul: str = "highest", residual: str = "compute") -> float:
     """(Lab 04) Mean cross-entropy (nats/token) of weights ``flat`` on seeded windows of ``tokens``, in ``precision``.
 
-    Evaluates a trained model apart from its training losses: on held-out text (``labkit.gpt.data.split``),
-    and in fp32 whatever precision trained it, so a bf16 run's weights and fp32's are judged by one forward.
+    Evaluates a trained model apart from its training losses: on held-out text (``labkit.gpt.data.split``).
+    With ``precision="fp32"`` (and ``fp32_matmul="highest"``, the default) every run's weights, whatever
+    precision trained them, are judged by one true-fp32 forward; with the run's own precision, by its own.
     ``batches`` windows of (``batch``, ``seq``) tokens from ``numpy.random.default_rng(seed)``; ``residual`` as
     ``TrainConfig.jax_residual``.
     """
