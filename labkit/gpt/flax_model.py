@@ -137,13 +137,17 @@ class FlaxGPT(nnx.Module):
         self.ln_f = nnx.LayerNorm(d, epsilon=cfg.ln_eps, dtype=norm, rngs=rngs)
 
     def __call__(self, tokens: jax.Array) -> jax.Array:
+        return self.wte.attend(self.ln_f(self.stream(tokens)))  # tied head: x @ wte.T -> (batch, seq, vocab)
+
+    def stream(self, tokens: jax.Array) -> jax.Array:
+        """The residual stream after the last block, (batch, seq, d_model) (Lab 04)."""
         b, t = tokens.shape  # (batch, seq)
         if t > self.cfg.seq_len:
             raise ValueError(f"sequence length {t} > cfg.seq_len={self.cfg.seq_len}")
         x = self.embed(tokens)  # (batch, seq, d_model)
         for block in self.blocks:
             x = block(x)  # x + attn(...) promotes to x's dtype: the residual stream keeps it
-        return self.wte.attend(self.ln_f(x))  # tied head: x @ wte.T -> (batch, seq, vocab)
+        return x
 
     def embed(self, tokens: jax.Array) -> jax.Array:
         """Token + position embeddings: the start of the residual stream, (batch, seq, d_model) (Lab 04)."""

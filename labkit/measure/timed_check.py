@@ -20,16 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from labkit.measure.roofline import matmul_fn_jax
+from labkit.measure.roofline import _jnp_dtype, _torch_dtype, matmul_fn_jax
 
 TOLERANCE = {"fp32": 1e-5, "bf16": 4 * 2.0**-8, "fp16": 4 * 2.0**-11}  # max |error| / max |reference|
 
 
 def _inputs(m: int, n: int, k: int, dtype: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(m, k) and (k, n) float64 arrays whose values are exact in ``dtype``."""
-    import ml_dtypes
-
-    low = {"fp32": np.float32, "bf16": ml_dtypes.bfloat16, "fp16": np.float16}[dtype]
+    low = np.dtype(_jnp_dtype(dtype))  # jnp.bfloat16 is ml_dtypes' bfloat16: numpy rounds to it
     rng = np.random.default_rng(seed)
     a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
     return a.astype(low).astype(np.float64), b.astype(low).astype(np.float64)
@@ -55,7 +53,7 @@ def _run_jax(a: np.ndarray, b: np.ndarray, dtype: str, device: Any) -> np.ndarra
     import jax
     import jax.numpy as jnp
 
-    dt = {"fp32": jnp.float32, "bf16": jnp.bfloat16, "fp16": jnp.float16}[dtype]
+    dt = _jnp_dtype(dtype)
     dev = device if isinstance(device, jax.Device) else jax.devices()[0]  # a torch device means "the default"
     x, y = (jax.device_put(jnp.asarray(v, dt), dev) for v in (a, b))
     return np.asarray(matmul_fn_jax(dtype)(x, y), np.float64)
@@ -68,7 +66,7 @@ def _run_torch(a: np.ndarray, b: np.ndarray, dtype: str, device: Any) -> np.ndar
 
     from labkit.runtime.matmul_precision import fp32_matmul_precision
 
-    dt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    dt = _torch_dtype(dtype)
     x, y = (torch.tensor(v, dtype=torch.float64).to(dt).to(device) for v in (a, b))
     with fp32_matmul_precision("highest", device) if dtype == "fp32" else contextlib.nullcontext():
         out = torch.matmul(x, y)  # what matmul_torch times

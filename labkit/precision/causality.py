@@ -141,7 +141,7 @@ def probe(framework: str, cfg: GPTConfig, precision: str, flat: dict[str, np.nda
     `tokens` (batch, seq): a batch of the training data, at the training shape (kernels are chosen per
     shape); `fp32_matmul`: the run's TrainConfig.fp32_matmul.
     """
-    from labkit.precision.train import _FP32_MATMUL
+    from labkit.precision.train import check_fp32_matmul
 
     tokens = np.asarray(tokens)
     if tokens.ndim != 2 or tokens.shape[1] < 2:
@@ -152,9 +152,7 @@ def probe(framework: str, cfg: GPTConfig, precision: str, flat: dict[str, np.nda
         raise ValueError(f"cut must be in [1, {seq - 1}] for sequences of {seq} tokens, got {cut}")
     if framework not in ("jax", "torch"):
         raise ValueError(f"framework must be 'jax' or 'torch', got {framework!r}")
-    if fp32_matmul not in _FP32_MATMUL:
-        raise ValueError(f"fp32_matmul must be one of {', '.join(_FP32_MATMUL)} (the run's TrainConfig.fp32_matmul), "
-                         f"got {fp32_matmul!r}")
+    check_fp32_matmul(fp32_matmul, " (the run's TrainConfig.fp32_matmul)")
     heavy = attention_heavy(flat, cfg.d_model)
     run = (_jax_step(cfg, precision, heavy, cut, fp32_matmul) if framework == "jax"
            else _torch_step(cfg, precision, heavy, cut, device, fp32_matmul))

@@ -57,11 +57,7 @@ def _flax_dtypes(cfg: GPTConfig, dtype: Any, residual_dtype: Any, tokens: np.nda
 
     def stages(s: Any) -> dict[str, Any]:
         m = nnx.merge(graphdef, s)
-        x = m.embed(tokens)
-        out = {"embeddings": x}
-        for block in m.blocks:
-            x = block(x)
-        return {**out, "residual stream": x, "logits": m.wte.attend(m.ln_f(x))}
+        return {"embeddings": m.embed(tokens), "residual stream": m.stream(tokens), "logits": m(tokens)}
 
     shapes = jax.eval_shape(stages, state)  # dtypes and shapes only: no weights, no FLOPs
     return {k: str(v.dtype) for k, v in shapes.items()}
@@ -89,14 +85,18 @@ class AddRounding:
     error: float  # ‖rounded(x + dx) − (x + dx)‖ / ‖dx‖: the rounding error, as a share of the update's size
     adds: int = 1  # how many additions were pooled into these two figures
 
+    @classmethod
+    def from_sums(cls, lost: float, err2: float, moved: float, size2: float, adds: int = 1) -> "AddRounding":
+        """(Lab 04) From pooled sums: elements lost, squared error, nonzero updates, squared update size."""
+        return cls(float(lost / moved) if moved else 0.0, float(np.sqrt(err2 / size2)) if size2 else 0.0, adds)
+
 
 def add_rounding(x: Any, dx: Any, dtype: Any) -> AddRounding:
     """(Lab 04) Round ``x`` and ``dx`` to ``dtype``, add them there, and measure the sum against float64."""
     xa, da = np.asarray(x, np.float64), np.asarray(dx, np.float64)
     if xa.shape != da.shape:
         raise ValueError(f"x and dx must have one shape, got {xa.shape} and {da.shape}: pass a stream and its update")
-    lost, err, moved, size = _add_parts(xa, da, dtype)
-    return AddRounding(float(lost / moved) if moved else 0.0, float(np.sqrt(err / size)) if size else 0.0)
+    return AddRounding.from_sums(*_add_parts(xa, da, dtype))
 
 
 def _add_parts(x: np.ndarray, dx: np.ndarray, dtype: Any) -> tuple[int, float, int, float]:
@@ -141,6 +141,4 @@ def stream_rounding(cfg: GPTConfig, flat: dict[str, np.ndarray], tokens: np.ndar
             for dt in sums:
                 sums[dt] += _add_parts(np.asarray(x, np.float64), np.asarray(dx, np.float64), dt)
             x = x + dx  # the fp32 stream carries on
-    n = 2 * cfg.n_layer
-    return {str(dt): AddRounding(float(lost / moved) if moved else 0.0, float(np.sqrt(err / size)) if size else 0.0, n)
-            for dt, (lost, err, moved, size) in sums.items()}
+    return {str(dt): AddRounding.from_sums(*v, adds=2 * cfg.n_layer) for dt, v in sums.items()}

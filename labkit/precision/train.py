@@ -100,9 +100,7 @@ class TrainConfig:
         if self.clip_norm is not None:
             checked["clip_norm"] = check_real(self.clip_norm, "TrainConfig.clip_norm", 0.0,
                                               hint="; e.g. clip_norm=1.0, or None for no clipping")
-        if self.jax_residual not in JAX_RESIDUAL:
-            raise ValueError(f"TrainConfig.jax_residual must be one of {', '.join(JAX_RESIDUAL)}, got "
-                             f"{self.jax_residual!r}; 'fp32' keeps JAX's residual stream in fp32 as autocast does")
+        check_residual(self.jax_residual, "TrainConfig.jax_residual")
         if not isinstance(self.keep_params, bool):
             raise TypeError(f"TrainConfig.keep_params must be True or False, got {self.keep_params!r}")
         if not isinstance(self.loss_scale, ls.LossScaleConfig):
@@ -110,9 +108,7 @@ class TrainConfig:
                             f"e.g. loss_scale.LossScaleConfig(init_scale=2.0 ** 16) or loss_scale.static(1024.0)")
         for k, v in checked.items():
             object.__setattr__(self, k, v)  # frozen: set through object
-        if self.fp32_matmul not in _FP32_MATMUL:
-            raise ValueError(f"fp32_matmul must be one of {', '.join(_FP32_MATMUL)}, "
-                             f"got {self.fp32_matmul!r}")
+        check_fp32_matmul(self.fp32_matmul)
 
 
 def lr_at(tc: TrainConfig, applied: int) -> float:
@@ -125,6 +121,21 @@ JAX_RESIDUAL = ("compute", "fp32")  # TrainConfig.jax_residual: the residual str
 # fp32_matmul -> (jax.default_matmul_precision value, torch.set_float32_matmul_precision value)
 _FP32_MATMUL = {"default": (None, None), "highest": ("highest", "highest"),
                 "tf32": ("tensorfloat32", "high")}
+
+
+def check_fp32_matmul(value: Any, note: str = "") -> str:
+    """(Lab 04) ``value`` if it is an fp32_matmul setting (a key of _FP32_MATMUL); else a ValueError naming them."""
+    if value not in _FP32_MATMUL:
+        raise ValueError(f"fp32_matmul must be one of {', '.join(_FP32_MATMUL)}{note}, got {value!r}")
+    return value
+
+
+def check_residual(value: Any, name: str = "residual") -> str:
+    """(Lab 04) ``value`` if it is a JAX residual-stream setting (JAX_RESIDUAL); else a ValueError with the fix."""
+    if value not in JAX_RESIDUAL:
+        raise ValueError(f"{name} must be one of {', '.join(JAX_RESIDUAL)}, got {value!r}; "
+                         "'fp32' keeps JAX's residual stream in fp32 as autocast does")
+    return value
 
 
 @dataclass

@@ -19,8 +19,8 @@ from labkit.precision import loss_scale as ls
 from labkit.runtime import attention
 from labkit.gpt.data import Batcher
 from labkit.gpt.config import GPTConfig
-from labkit.precision.train import (_FP32_MATMUL, JAX_RESIDUAL, TrainConfig, TrainResult, compute_dtype, init_flat,
-                                    memory_model)
+from labkit.precision.train import (_FP32_MATMUL, TrainConfig, TrainResult, check_fp32_matmul, check_residual,
+                                    compute_dtype, init_flat, memory_model)
 
 
 def _jax_dtype(precision: str) -> Any:
@@ -38,7 +38,7 @@ def _jax_parts(cfg: GPTConfig, precision: str, flat: dict[str, np.ndarray],
     from labkit.gpt.flax_model import abstract_flax_gpt
 
     dt = _jax_dtype(precision)
-    res = jnp.float32 if residual == "fp32" and dt != jnp.float32 else None  # see TrainConfig.jax_residual
+    res = jnp.float32 if check_residual(residual) == "fp32" and dt != jnp.float32 else None  # see TrainConfig.jax_residual
     model = abstract_flax_gpt(cfg, dtype=dt, residual_dtype=res)  # shapes only; load_flat_params fills in fp32
     model = load_flat_params(model, flat)
     return nnx.split(model, nnx.Param, ...)  # graphdef (holds the compute dtype), params, rest
@@ -172,10 +172,7 @@ def heldout_loss_jax(cfg: GPTConfig, flat: dict[str, np.ndarray], tokens: np.nda
     seq = cfg.seq_len if seq is None else check_count(seq, "seq", example=cfg.seq_len)
     if seq > cfg.seq_len:
         raise ValueError(f"seq={seq} is longer than the model's seq_len={cfg.seq_len}; use seq <= {cfg.seq_len}")
-    if fp32_matmul not in _FP32_MATMUL:
-        raise ValueError(f"fp32_matmul must be one of {', '.join(_FP32_MATMUL)}, got {fp32_matmul!r}")
-    if residual not in JAX_RESIDUAL:
-        raise ValueError(f"residual must be one of {', '.join(JAX_RESIDUAL)}, got {residual!r}")
+    check_fp32_matmul(fp32_matmul)
     graphdef, params, rest = _jax_parts(cfg, precision, flat, residual)
     loss = jax.jit(lambda p, x, y: flax_loss(nnx.merge(graphdef, p, rest), x, y))
     rng, total = np.random.default_rng(seed), 0.0
