@@ -31,7 +31,6 @@ another shape or on later steps (it probes the first batch's shape, once).
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,7 +85,7 @@ def _jax_step(cfg: GPTConfig, precision: str, flat: dict[str, np.ndarray], cut: 
     from flax import nnx
 
     from labkit.gpt.flax_model import cross_entropy_jax
-    from labkit.precision.train import _FP32_MATMUL
+    from labkit.precision.train import fp32_matmul_context
     from labkit.precision.train_jax import _jax_parts
 
     graphdef, params, rest = _jax_parts(cfg, precision, flat)  # the compute dtype the training used
@@ -96,10 +95,9 @@ def _jax_step(cfg: GPTConfig, precision: str, flat: dict[str, np.ndarray], cut: 
         return cross_entropy_jax(logits[:, :cut], x[:, :cut]), logits  # targets: any tokens will do
 
     step = jax.jit(jax.value_and_grad(loss_before_cut, has_aux=True))
-    prec = _FP32_MATMUL[fp32_matmul][0]
 
     def run(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        with jax.default_matmul_precision(prec) if prec else contextlib.nullcontext():  # traced inside
+        with fp32_matmul_context("jax", fp32_matmul):  # traced inside, as train_jax's step
             (_, logits), grads = step(params, jnp.asarray(tokens))
         return np.asarray(logits, np.float32), np.asarray(grads["wpe"]["embedding"], np.float32)
 
@@ -113,17 +111,16 @@ def _torch_step(cfg: GPTConfig, precision: str, flat: dict[str, np.ndarray], cut
 
     from labkit.gpt.convert import load_flat_params
     from labkit.gpt.torch_model import TorchGPT, cross_entropy_torch
-    from labkit.precision.train import _FP32_MATMUL, _torch_dtype
-    from labkit.runtime.matmul_precision import fp32_matmul_precision
+    from labkit.precision.train import _torch_dtype, fp32_matmul_context
 
     dev = torch.device(device)
     model = load_flat_params(TorchGPT(cfg), flat).to(dev).train()
-    dt, prec = _torch_dtype(precision), _FP32_MATMUL[fp32_matmul][1]
+    dt = _torch_dtype(precision)
 
     def run(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         model.zero_grad(set_to_none=True)
         x = torch.as_tensor(tokens, dtype=torch.long, device=dev)
-        with fp32_matmul_precision(prec, dev) if prec else contextlib.nullcontext():
+        with fp32_matmul_context("torch", fp32_matmul, dev):
             with torch.autocast(dev.type, dtype=dt, enabled=dt != torch.float32):
                 logits = model(x)  # (batch, seq, vocab)
                 loss = cross_entropy_torch(logits[:, :cut], x[:, :cut])

@@ -130,6 +130,16 @@ def check_fp32_matmul(value: Any, note: str = "") -> str:
     return value
 
 
+def fp32_matmul_context(framework: str, setting: str, device: Any = "cpu") -> Any:
+    """(Lab 04) A context that runs fp32 matmuls at ``setting`` in ``framework`` ("default": leaves them be)."""
+    jax_prec, torch_prec = _FP32_MATMUL[check_fp32_matmul(setting)]
+    if framework == "jax":
+        import jax
+
+        return jax.default_matmul_precision(jax_prec) if jax_prec else contextlib.nullcontext()
+    return fp32_matmul_precision(torch_prec, device) if torch_prec else contextlib.nullcontext()  # restored after
+
+
 def check_residual(value: Any, name: str = "residual") -> str:
     """(Lab 04) ``value`` if it is a JAX residual-stream setting (JAX_RESIDUAL); else a ValueError with the fix."""
     if value not in JAX_RESIDUAL:
@@ -267,8 +277,7 @@ def train_torch(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainCon
     scaler = ls.torch_grad_scaler(tc.loss_scale, dev) if precision == "fp16_scaled" else None
     batches = Batcher(tokens, tc.batch, tc.seq, seed=tc.seed)
     x0 = to_torch(next(Batcher(tokens, tc.batch, tc.seq, seed=tc.seed))[0], dev)
-    torch_prec = _FP32_MATMUL[tc.fp32_matmul][1]  # None: leave the runtime's default
-    with fp32_matmul_precision(torch_prec, dev) if torch_prec else contextlib.nullcontext():  # restored after
+    with fp32_matmul_context("torch", tc.fp32_matmul, dev):  # "default": leave the runtime's default
         losses, times, scales, skipped = _torch_loop(model, opt, scaler, dt, batches, dev, tc)
     # The training loop's peak, read before saved_bytes_torch runs one more forward to count.
     peak = int(torch.cuda.max_memory_allocated(dev)) - base if dev.type == "cuda" else None

@@ -8,7 +8,6 @@ they are not finite, update the scale. Shared config and results: :mod:`labkit.p
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import replace
 from typing import Any
@@ -19,8 +18,8 @@ from labkit.precision import loss_scale as ls
 from labkit.runtime import attention
 from labkit.gpt.data import Batcher
 from labkit.gpt.config import GPTConfig
-from labkit.precision.train import (_FP32_MATMUL, TrainConfig, TrainResult, check_fp32_matmul, check_residual,
-                                    compute_dtype, init_flat, memory_model)
+from labkit.precision.train import (TrainConfig, TrainResult, check_residual, compute_dtype, fp32_matmul_context,
+                                    init_flat, memory_model)
 
 
 def _jax_dtype(precision: str) -> Any:
@@ -114,8 +113,7 @@ def train_jax(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfi
     key = (cfg, precision, tc.lr, tc.warmup, tc.clip_norm, replace(lcfg, init_scale=1.0), x0.shape, tc.fp32_matmul,
            jax.default_backend(), kernel, tc.jax_residual)
     if key not in _COMPILED:
-        jax_prec = _FP32_MATMUL[tc.fp32_matmul][0]
-        with jax.default_matmul_precision(jax_prec) if jax_prec else contextlib.nullcontext():
+        with fp32_matmul_context("jax", tc.fp32_matmul):  # traced and compiled under it
             lowered = jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, ls_state, x0, y0)
             _COMPILED[key] = (lowered, lowered.compile())
     lowered, compiled = _COMPILED[key]
@@ -172,12 +170,10 @@ def heldout_loss_jax(cfg: GPTConfig, flat: dict[str, np.ndarray], tokens: np.nda
     seq = cfg.seq_len if seq is None else check_count(seq, "seq", example=cfg.seq_len)
     if seq > cfg.seq_len:
         raise ValueError(f"seq={seq} is longer than the model's seq_len={cfg.seq_len}; use seq <= {cfg.seq_len}")
-    check_fp32_matmul(fp32_matmul)
     graphdef, params, rest = _jax_parts(cfg, precision, flat, residual)
     loss = jax.jit(lambda p, x, y: flax_loss(nnx.merge(graphdef, p, rest), x, y))
     rng, total = np.random.default_rng(seed), 0.0
-    jax_prec = _FP32_MATMUL[fp32_matmul][0]
-    with jax.default_matmul_precision(jax_prec) if jax_prec else contextlib.nullcontext():
+    with fp32_matmul_context("jax", fp32_matmul):
         for _ in range(batches):  # equal-sized batches: the mean of means is the mean per token
             x, y = get_batch(tokens, batch, seq, rng)
             total += float(loss(params, x, y))
