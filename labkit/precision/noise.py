@@ -116,9 +116,9 @@ class GapJudgement:
     start: int          # first step compared (after warm-up)
     window: int         # smoothing window, steps
     windows: int        # independent windows the means average over: (steps - start) / window
-    end_gap: float = 0.0    # signed mean of smooth(low) - smooth(fp32) over the last `tail` steps, nats
-    end_floor: float = 0.0  # mean |smooth(fp32 init 0) - smooth(fp32 init 1)| over those steps, nats
-    tail: int = 0           # steps in that final stretch
+    end_gap: float          # signed mean of smooth(low) - smooth(fp32) over the last `tail` steps, nats
+    end_floor: float        # mean |smooth(fp32 init 0) - smooth(fp32 init 1)| over those steps, nats
+    tail: int               # steps in that final stretch
 
     @property
     def ratio(self) -> float:

@@ -168,3 +168,12 @@ def test_cross_device_refuses_bad_devices() -> None:
         R.routes_off_host({"PyTorch": None})
     with pytest.raises(ValueError, match="same routes"):
         R.cross_device({"a": R.Check(0.0, 1e-3, 0, 0, 1)}, {"b": "cpu"})
+
+
+def test_fp32_tolerance_per_platform() -> None:
+    """Lab 05's fp32 logit bar: 1e-4 on a CPU and a GPU (TF32 off; H100/H200 within 1.5e-5), 1e-3 on a TPU."""
+    from labkit.export import reference as R
+
+    assert (R.fp32_tol("cpu"), R.fp32_tol("gpu"), R.fp32_tol("tpu")) == (1e-4, 1e-4, 1e-3)
+    with pytest.raises(ValueError, match="platform must be one of cpu, gpu, tpu"):
+        R.fp32_tol("cuda")
