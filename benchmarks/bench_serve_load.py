@@ -30,7 +30,6 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
 
 import labkit
 from _results import default_path, slug
@@ -51,11 +50,9 @@ SLO_RULE = "TTFT <= 10 x and TPOT <= 3 x the p50 of one request served alone, on
 
 def unloaded(engine, reqs: list[load.Request], slots_n: int) -> dict[str, float]:
     """(Lab 05) Each request alone (no overlap): p50 TTFT and TPOT, and the capacity they imply."""
-    alone = [load.Request(r.id, 1e6 * i, r.prompt, r.output_len) for i, r in enumerate(reqs)]
-    s = load.load_stats(load.serve_open_loop(alone, engine, "continuous"), load.SLO())
+    s = load.load_stats(load.serve_open_loop(load.alone(reqs), engine, "continuous"), load.SLO())
     ttft, tpot = s.ms("ttft", 50) / 1e3, s.ms("tpot", 50) / 1e3
-    decode_steps = float(np.mean([r.output_len - 1 for r in reqs]))  # the prefill makes each first token
-    return {"ttft_p50_s": ttft, "tpot_p50_s": tpot, "capacity_req_s": 1.0 / (ttft + decode_steps * tpot / slots_n)}
+    return {"ttft_p50_s": ttft, "tpot_p50_s": tpot, "capacity_req_s": load.capacity_estimate(reqs, ttft, tpot, slots_n)}
 
 
 def main() -> None:
