@@ -221,8 +221,11 @@ def _canonical(chip: str) -> str:
 
 
 def prices(chip: str | None = None, cloud: str | None = None, pricing: str | None = None,
-           *, table: Sequence[Price] | None = None) -> list[Price]:
-    """(Lab 06) Price entries matching chip / cloud / pricing (None = any); see PRICE_WARNING."""
+           *, table: Sequence[Price] | None = None, current_only: bool = False) -> list[Price]:
+    """(Lab 06) Price entries matching chip / cloud / pricing (None = any); current_only: only `current` ones.
+
+    See PRICE_WARNING.
+    """
     if pricing is not None:
         check_pricing(pricing)
     want = _canonical(chip) if chip is not None else None
@@ -230,13 +233,14 @@ def prices(chip: str | None = None, cloud: str | None = None, pricing: str | Non
             if (want is None or p.chip == want)
             and (cloud is None or p.cloud.lower() == cloud.lower())
             and (pricing is None or p.pricing == pricing)]
-    return sorted(rows, key=lambda p: (p.chip, p.cloud, p.pricing, p.as_of))
+    rows = sorted(rows, key=lambda p: (p.chip, p.cloud, p.pricing, p.as_of))
+    return [p for p in rows if current(p)] if current_only else rows
 
 
 def price(chip: str, cloud: str | None = None, pricing: str = "on_demand",
           *, table: Sequence[Price] | None = None) -> Price:
     """(Lab 06) One current Price: the newest entry per cloud, cheapest cloud if cloud is None."""
-    rows = [p for p in prices(chip, cloud, pricing, table=table) if current(p)]
+    rows = prices(chip, cloud, pricing, table=table, current_only=True)
     if not rows:
         have = sorted({p.chip for p in (PRICES if table is None else table)})
         where = f" on {cloud}" if cloud else ""
@@ -251,7 +255,7 @@ def price(chip: str, cloud: str | None = None, pricing: str = "on_demand",
 def price_range(chip: str, pricing: str = "on_demand", *,
                 table: Sequence[Price] | None = None) -> tuple[Price, Price] | None:
     """(Lab 06) The cheapest and the dearest current published price of a chip (None if it has none)."""
-    rows = [p for p in prices(chip, pricing=pricing, table=table) if current(p)]
+    rows = prices(chip, pricing=pricing, table=table, current_only=True)
     if not rows:
         return None
     by_usd = sorted(rows, key=lambda p: p.usd_per_chip_hour)

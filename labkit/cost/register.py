@@ -134,6 +134,13 @@ def over_range(cases: Sequence[tuple[str, str]]) -> str:
     return "holds" if sides == {"inside"} else ("fails" if len(sides) == 1 else "depends")
 
 
+def both(*verdicts: str) -> str:
+    """(Lab 06) A claim of several parts, each judged: fails if any fails, holds if all hold, else depends."""
+    if not verdicts or not set(verdicts) <= {"holds", "fails", "depends"}:
+        raise ValueError(f"both needs one or more verdicts of 'holds' | 'fails' | 'depends', got {list(verdicts)!r}")
+    return "fails" if "fails" in verdicts else ("holds" if set(verdicts) == {"holds"} else "depends")
+
+
 def committed_report(device: str) -> Path:
     """(Lab 06) The committed run report of a device, found from labkit's own location."""
     return ROOT / "benchmarks" / device / "report.json"
@@ -184,8 +191,8 @@ class Register:
 
 Builder = Callable[..., Entry]
 
-__all__ = ["KINDS", "VERDICTS", "EVIDENCE", "CASE_RULE", "RANGE_RULE", "over_range", "ROOT", "committed_report",
-           "committed_metrics",
+__all__ = ["KINDS", "VERDICTS", "EVIDENCE", "CASE_RULE", "RANGE_RULE", "over_range", "both", "ROOT",
+           "committed_report", "committed_metrics",
            "ARTICLES", "Input", "sourced", "has_evidence",
            "Entry", "decide", "in_range", "over_cases", "discount_at_least", "untestable",
            "Register", "Builder"]

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from labkit.cost.prices import (H100, PRICING_KINDS, V5E, V5P, Price, check_fraction, current, primary,
+from labkit.cost.prices import (H100, PRICING_KINDS, V5E, V5P, Price, check_fraction, primary,
                                 prices as price_rows)
-from labkit.cost.register import (CASE_RULE, RANGE_RULE, Entry, Input, Register, decide,
-                                  discount_at_least, in_range, over_cases, over_range, sourced,
-                                  untestable)
+from labkit.cost.register import (Entry, Input, Register, both, decide, discount_at_least, in_range,
+                                  over_cases, over_range, sourced, untestable)
 from labkit.cost.serving import DecodeStep, memory_gb
 from labkit.runtime import hardware
 
@@ -138,8 +137,7 @@ def mfu_gap(h100_mfu: Input, tpu_mfu: Input | None, tol_points: int = 5,
     t = pts(tpu_mfu)
     # Two halves, each by RANGE_RULE; the claim needs both: one failing half fails it.
     tw = in_range(t, 58 - tol_points, 58 + tol_points)
-    halves = {h, "holds" if tw == "inside" else "fails"}
-    v = "fails" if "fails" in halves else ("holds" if halves == {"holds"} else "depends")
+    v = both(h, over_range([("TPU", tw)]))
     return decide("mfu_h100_52_tpu_58", "distributed", claim, "MFU on an H100 and on a TPU",
                   [h100_mfu, *anchors, tpu_mfu], v, f"H100 {said}; TPU {t}% ({tw} {58 - tol_points}-"
                   f"{58 + tol_points}%)",
@@ -244,7 +242,7 @@ def hourly_12_vs_10(gpu_prices: Sequence[Price], tpu_prices: Sequence[Price]) ->
     return decide("h100_12_vs_tpu_10_per_h", "distributed", claim, "each claimed figure against the range of "
                   "its chip's published per-chip prices", [sourced(p) for p in (*gpu_prices, *tpu_prices)]
                   + [Input("claimed H100 and TPU $/h", "12 and 10", "article", "the article's own figures")],
-                  "holds" if gw == tw == "inside" else "fails",
+                  both(over_range([("H100 $12", gw)]), over_range([("TPU $10", tw)])),
                   f"the claimed $12 is {gw} the H100 range ${g[0]:.2f}-{g[-1]:.2f}/h and $10 {tw} the TPU range "
                   f"${t[0]:.2f}-{t[-1]:.2f}/h; (the H100 is the dearer in {dearer} of {len(g) * len(t)} pairs)"
                   + range_ends(gpu_prices))
@@ -317,7 +315,7 @@ def build(*, h100_mfu: Input, tpu_mfu: Input | None, gpu_tps: Input, tpu_tps: In
     """(Lab 06) The full register from this run's measured and modelled inputs and a price table."""
     # A price whose page was already stale when read stays in the table (with its warning) but
     # enters no verdict; undated pages do, with theirs.
-    rows = [p for p in price_rows(table=table) if current(p)]
+    rows = price_rows(table=table, current_only=True)
     h100_od = [p for p in rows if p.chip == H100 and p.pricing == "on_demand"]
     h100_all = [p for p in rows if p.chip == H100]
     v5p = [p for p in rows if p.chip == V5P]
@@ -341,7 +339,7 @@ def build(*, h100_mfu: Input, tpu_mfu: Input | None, gpu_tps: Input, tpu_tps: In
     return reg
 
 
-__all__ = ["SEED_CLAIM_IDS", "CASE_RULE", "RANGE_RULE", "H100_MFU_ANCHORS", "mfu_input", "tally",
+__all__ = ["SEED_CLAIM_IDS", "H100_MFU_ANCHORS", "mfu_input", "tally",
            "range_ends", "range_claim", "node_price", "slice_price", "spot_v5p", "mfu_gap", "low_mfu",
            "train_cost_ratio", "serving_inputs", "serving_ratio", "hourly_12_vs_10", "spec_claims",
            "untestables", "build"]

@@ -117,10 +117,15 @@ def _category(opcode: str, target: str, inner: set[str]) -> str:
     return OTHER
 
 
-def _phase(op_name: str) -> str:
+def name_stack_phase(op_name: str) -> str:
+    """(bench_mfu, Lab 03) FORWARD (a ``jvp(``), BACKWARD (a ``transpose(``) or "" from JAX's name stack in an op_name."""
     if "transpose(" in op_name:  # JAX's name stack: the VJP of the forward pass
         return BACKWARD
-    return FORWARD if "jvp(" in op_name else OPTIMIZER
+    return FORWARD if "jvp(" in op_name else ""
+
+
+def _phase(op_name: str) -> str:
+    return name_stack_phase(op_name) or OPTIMIZER
 
 
 def classify_hlo(hlo_text: str) -> dict[str, HloOp]:

@@ -236,13 +236,13 @@ def schedule(compiled: Any) -> list[tuple[str, str, str]]:
     computation's instructions in execution order, which is what decides what is alive at once.
     """
     text = compiled if isinstance(compiled, str) else compiled.as_text()
-    m = re.search(r"^ENTRY\s+%?([\w.\-]+)", text, re.M)
-    if m is None:
+    entry = hlo_text.entry_name(text)
+    if entry is None:
         raise ValueError("no ENTRY computation in this HLO text: pass compiled.as_text() of a compiled program")
     instrs, _, _ = hlo_text.parse_module(text)
     out = []
     for d in instrs.values():
-        if d["computation"] == m[1]:
+        if d["computation"] == entry:
             meta = re.search(r'op_name="([^"]*)"', d["attrs"])
             out.append((d["name"], d["op"], meta[1] if meta else ""))
     return out

@@ -20,7 +20,7 @@ the same calls measure the real links.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -126,18 +126,10 @@ def floor(mesh: Any, array_bytes: int = 2**15, repeats: int = 10) -> float:
     What a standalone collective's time holds besides the collective; :attr:`Fit.in_step_alpha_s`
     subtracts it. The compiled program is checked to hold no collective.
     """
-    import jax
-    from jax.sharding import NamedSharding, PartitionSpec as P
-
     n = int(mesh.devices.size)
     size = _check("all-gather", [array_bytes, 2 * array_bytes], n)[0]  # the same rule as the collectives' sizes
     repeats = layouts.check_int(repeats, "repeats", fix="time at least one repeat")
-    fn = no_collective(mesh)
-    x = jax.device_put(_input("all-gather", size, n), NamedSharding(mesh, P(mesh.axis_names[0])))
-    found = coll.kinds(coll.collectives(fn.lower(x).compile()))
-    if found:
-        raise RuntimeError(f"the no-collective program compiled with collectives {found}: it cannot be a floor")
-    return bench.time_jax(fn, lambda i: (x,), warmup=2, repeats=repeats, calls=1, label=f"no collective {size} B").median_s
+    return _timed(no_collective(mesh), mesh, None, size, repeats).median_s
 
 
 def _input(kind: str, array_bytes: int, n: int) -> np.ndarray:
@@ -147,6 +139,25 @@ def _input(kind: str, array_bytes: int, n: int) -> np.ndarray:
     return rng.standard_normal(shape, dtype=np.float32)
 
 
+def _timed(fn: Any, mesh: Any, kind: str | None, array_bytes: int, repeats: int) -> bench.Timing:
+    """Time ``fn`` on a D-byte input split over the mesh's first axis, once its compiled program is checked.
+
+    kind: the collective the program must hold; None: it must hold none (:func:`floor`'s program).
+    """
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    n = int(mesh.devices.size)
+    x = jax.device_put(_input(kind or "all-gather", array_bytes, n), NamedSharding(mesh, P(mesh.axis_names[0])))
+    found = coll.kinds(coll.collectives(fn.lower(x).compile()))
+    if kind is None and found:
+        raise RuntimeError(f"the no-collective program compiled with collectives {found}: it cannot be a floor")
+    if kind is not None and kind not in found:
+        raise RuntimeError(f"the compiled {kind} program holds {found or 'no collective'}, not a {kind}")
+    return bench.time_jax(fn, lambda i: (x,), warmup=2, repeats=repeats, calls=1,
+                          label=f"{kind or 'no collective'} {array_bytes} B")
+
+
 def measure(kind: str, mesh: Any, sizes: Sequence[int], repeats: int = 5) -> list[Point]:
     """Time ``kind`` on every device of ``mesh`` for each array size D in bytes (Lab 03).
 
@@ -154,19 +165,12 @@ def measure(kind: str, mesh: Any, sizes: Sequence[int], repeats: int = 5) -> lis
     have folded it away. One call per repeat, synchronised (several queued collectives on
     simulated CPU devices can stall XLA's rendezvous).
     """
-    import jax
-    from jax.sharding import NamedSharding, PartitionSpec as P
-
     n = int(mesh.devices.size)
     sizes = _check(kind, sizes, n)
     fn = collective(kind, mesh)
     out = []
     for size in sizes:
-        x = jax.device_put(_input(kind, size, n), NamedSharding(mesh, P(mesh.axis_names[0])))
-        found = coll.kinds(coll.collectives(fn.lower(x).compile()))
-        if kind not in found:
-            raise RuntimeError(f"the compiled {kind} program holds {found or 'no collective'}, not a {kind}")
-        t = bench.time_jax(fn, lambda i: (x,), warmup=2, repeats=repeats, calls=1, label=f"{kind} {size} B")
+        t = _timed(fn, mesh, kind, size, repeats)
         out.append(Point(kind, n, size, coll.bytes_sent(kind, size, n), t.median_s, t.spread))
     return out
 
@@ -214,6 +218,16 @@ def latency_bound(kind: str, mesh: Any, points: Sequence[Point], attempts: int =
 
     return bench.confirm(again, lambda v: v[0] / v[1] > 2 * share, higher_is_better=False, attempts=attempts,
                          first=(small.seconds, big.seconds))
+
+
+def best_kind(fits: Mapping[str, Fit], points: Mapping[str, Sequence[Point]]) -> str:
+    """(Lab 03) The kind whose own fit describes its points best: the one a takeaway or a price rests on.
+
+    Lowest worst residual, not the series that grew most (one stalled point can make a series grow
+    most); growth only breaks a tie within 1 % of residual.
+    """
+    growth = {k: pts[-1].seconds / pts[0].seconds for k, pts in points.items()}
+    return min(points, key=lambda k: (round(fits[k].max_rel_residual, 2), -growth[k]))
 
 
 def for_runtime(chip: str, n: int) -> str | None:

@@ -11,6 +11,13 @@ import re
 
 _INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>\(.*?\)|[\w]+\[[^\]]*\](?:\{[^}]*\})?|[\w]+\[\])\s+(?P<op>[\w\-]+)\((?P<args>[^)]*)\)(?P<attrs>.*)$")
 _COMP = re.compile(r"^(?:ENTRY\s+)?%?(?P<name>[\w.\-]+)\s.*\{\s*$")
+_ENTRY = re.compile(r"^ENTRY\s+%?([\w.\-]+)", re.M)
+
+
+def entry_name(text: str) -> str | None:
+    """(Lab 03) The name of the module's ENTRY computation, e.g. "main.0_spmd"; None if the text has none."""
+    m = _ENTRY.search(text)
+    return m[1] if m else None
 
 
 def parse_module(text: str) -> tuple[dict[str, dict], dict[str, str], dict[str, list[dict]]]:

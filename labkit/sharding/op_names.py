@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-FORWARD, BACKWARD = "forward", "backward"
+from labkit.measure.xla_breakdown import BACKWARD, FORWARD, name_stack_phase  # noqa: F401  (FORWARD, BACKWARD: re-exported)
 
 
 def _split_top(text: str, sep: str) -> list[str]:
@@ -49,7 +49,7 @@ def parts(op_name: str) -> list[str]:
 
 def phase(op_name: str) -> str:
     """(Lab 03) "backward" (a transpose), "forward" (a jvp) or "" for one (not combined) op_name."""
-    return BACKWARD if "transpose(" in op_name else FORWARD if "jvp(" in op_name else ""
+    return name_stack_phase(op_name)
 
 
 def describe(op_name: str) -> str:
@@ -60,27 +60,27 @@ def describe(op_name: str) -> str:
     return f"{phase(op_name)} {op}".strip()
 
 
+def _selected(op_name: str, index: int | None, arrays: int) -> list[str]:
+    """The one name array ``index`` of a call of ``arrays`` arrays answers to, else every merged name, in order."""
+    names = parts(op_name)
+    if len(names) > 1 and index is not None and len(names) == arrays and 0 <= index < arrays:
+        return [names[index]]  # one part per array, in operand order
+    return names
+
+
 def origin(op_name: str, index: int | None = None, arrays: int = 1) -> str:
     """(Lab 03) What asked for array ``index`` of a call of ``arrays`` arrays whose metadata is ``op_name``.
 
     A combined name with one part per array is read in operand order (the order XLA's combiner
     merges operands and names); any other combination is reported whole as "combined: ...".
     """
-    names = parts(op_name)
+    names = _selected(op_name, index, arrays)
     if len(names) == 1:
         return describe(names[0])
-    if index is not None and len(names) == arrays and 0 <= index < arrays:
-        return describe(names[index])
-    seen = dict.fromkeys(describe(n) for n in names)  # distinct, in order
-    return "combined: " + " + ".join(seen)
+    return "combined: " + " + ".join(dict.fromkeys(describe(n) for n in names))  # distinct, in order
 
 
 def array_phase(op_name: str, index: int | None = None, arrays: int = 1) -> str:
     """(Lab 03) forward/backward of one array of a (possibly combined) call; "" when it cannot tell."""
-    names = parts(op_name)
-    if len(names) == 1:
-        return phase(names[0])
-    if index is not None and len(names) == arrays and 0 <= index < arrays:
-        return phase(names[index])
-    phases = {phase(n) for n in names}
+    phases = {phase(n) for n in _selected(op_name, index, arrays)}
     return phases.pop() if len(phases) == 1 else ""

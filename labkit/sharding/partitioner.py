@@ -21,10 +21,10 @@ from typing import Any
 
 from labkit.runtime import compile_options
 from labkit.sharding import collectives as coll
+from labkit.sharding import hlo_text
 
 PASSES = ("shardy-xla", "sharding-propagation", "spmd-partitioning")  # propagation (Shardy / GSPMD), partitioning
 _DUMP = re.compile(r"\.(?P<n>\d{4})\.(?P<pipeline>[\w\-]+)\.after_(?P<after>[\w\-]+)\.before_(?P<before>[\w\-]+)\.txt$")
-_PARAM = re.compile(r"=\s*(?P<shape>[\w]+\[[\d,]*\])\S*\s+parameter\(")
 
 
 @dataclass(frozen=True)
@@ -35,11 +35,6 @@ class Stage:
     before: str  # the pass that runs next, e.g. "spmd-partitioning"
     text: str  # the module's HLO text at that point
 
-    def entry(self) -> list[str]:
-        """(Lab 03) The entry computation's instruction lines."""
-        body = re.search(r"^ENTRY[^\n]*\{\n(?P<body>.*?)^\}", self.text, re.S | re.M)
-        return [l for l in (body["body"].splitlines() if body else []) if "=" in l]
-
     @property
     def collectives(self) -> int:
         """(Lab 03) How many collectives the module holds at this point."""
@@ -47,10 +42,13 @@ class Stage:
 
     def row(self) -> dict[str, Any]:
         """(Lab 03) Table row: instructions, how many carry a sharding, parameter shapes, collectives."""
-        lines = self.entry()
-        return {"after pass": self.after, "next pass": self.before, "instructions": len(lines),
-                "with a sharding=": sum("sharding={" in l for l in lines),
-                "parameter shapes": ", ".join(m["shape"] for l in lines if (m := _PARAM.search(l))),
+        entry = hlo_text.entry_name(self.text)
+        instrs, _, _ = hlo_text.parse_module(self.text)
+        ops = [d for d in instrs.values() if d["computation"] == entry]  # the entry computation's, in order
+        return {"after pass": self.after, "next pass": self.before, "instructions": len(ops),
+                "with a sharding=": sum("sharding={" in d["attrs"] for d in ops),
+                "parameter shapes": ", ".join(re.sub(r"\{[^}]*\}", "", d["shape"]) for d in ops
+                                              if d["op"] == "parameter"),  # layout {1,0} dropped
                 "collectives": self.collectives}
 
 

@@ -17,6 +17,9 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from labkit.measure import bench
+from labkit.sharding import comm_bench
+
 
 def _device_ids(devs: Sequence[Any]) -> list[int]:
     return sorted(int(d.id) for d in devs)
@@ -229,9 +232,6 @@ def plot_strategy_costs(rows: Sequence[Mapping[str, Any]], link_gbs: Mapping[str
     return fig
 
 
-NOISY_SPREAD = 0.5  # IQR / median above which a timed point is marked noisy in plot_collective_fit
-
-
 def plot_collective_fit(points: Mapping[str, Sequence[Any]], fits: Mapping[str, Any],
                         predicted: Mapping[str, Sequence[float]] | None = None, where: str = "") -> Figure:
     """Measured collective time vs bytes sent, the fitted alpha + S / B, and a topology's prediction (Lab 03)."""
@@ -254,17 +254,16 @@ def plot_collective_fit(points: Mapping[str, Sequence[Any]], fits: Mapping[str, 
             ax.loglog(s, np.array(predicted[kind]) * 1e6, "--", color=color, label=f"{kind}: topology (bandwidth only)")
     ax.set_xlabel("bytes each device sends (S, ring model)")
     ax.set_ylabel("time per collective (µs)")
-    # The takeaway rests on the series its own fit describes best, not on whichever grew most (one
-    # stalled point can make a series grow most; that only breaks a tie within 1 % of residual);
-    # points whose repeats spread widely are marked.
-    growth = {k: pts[-1].seconds / pts[0].seconds for k, pts in points.items()}
-    best = min(points, key=lambda k: (round(fits[k].max_rel_residual, 2), -growth[k]))
-    grow = growth[best]
+    # The takeaway rests on the series its own fit describes best (comm_bench.best_kind), not on
+    # whichever grew most; points whose repeats spread widely are marked.
+    best = comm_bench.best_kind(fits, points)
+    grow = points[best][-1].seconds / points[best][0].seconds
     span = points[best][-1].sent_bytes / points[best][0].sent_bytes
-    noisy = [(p.sent_bytes, p.seconds * 1e6) for pts in points.values() for p in pts if p.spread > NOISY_SPREAD]
+    noisy = [(p.sent_bytes, p.seconds * 1e6) for pts in points.values() for p in pts
+             if p.spread > bench.NOISY_SPREAD]
     if noisy:
         ax.scatter(*zip(*noisy), marker="x", s=110, color="black", zorder=5,
-                   label=f"noisy: IQR > {NOISY_SPREAD:.0%} of the median")
+                   label=f"noisy: IQR > {bench.NOISY_SPREAD:.0%} of the median")
     why = ("a fixed cost per call hides the bytes of the small ones" if grow < span / 2
            else "time grows with the bytes: bandwidth-bound throughout")
     flag = f"; {len(noisy)} noisy point{'s' * (len(noisy) != 1)} marked x" if noisy else ""

@@ -79,3 +79,10 @@ def test_range_ends_are_marked_and_checked() -> None:
     assert sorted(p.range_end for p in ends) == ["high", "low"] and len({p.source for p in ends}) == 1
     with pytest.raises(ValueError, match="range_end must be.*got 'top'"):
         Price("TPU v5e", "GCP", "on_demand", 1.0, "https://x.example", "undated", range_end="top")
+
+
+def test_current_only_is_the_current_filter_after_the_sort() -> None:
+    every = cost.prices("NVIDIA H100 SXM")
+    assert any(not cost.current(p) for p in every)  # the table holds a superseded H100 row
+    assert cost.prices("NVIDIA H100 SXM", current_only=True) == [p for p in every if cost.current(p)]
+    assert cost.prices(current_only=True) == [p for p in cost.prices() if cost.current(p)]

@@ -77,3 +77,14 @@ def test_committed_report_does_not_depend_on_the_working_directory(tmp_path, mon
     if path.exists():   # the committed H100 report: Lab 02 recorded a measured MFU in (0, 1]
         assert 0 < R.committed_metrics("nvidia-h100-80gb-hbm3")["02"]["mfu_torch"] <= 1
     assert R.committed_metrics("no-such-device") == {}
+
+
+def test_both_parts_of_a_claim() -> None:
+    assert R.both("holds", "holds") == "holds"
+    assert R.both("holds", "fails") == "fails" and R.both("depends", "fails") == "fails"  # one failing part fails it
+    assert R.both("holds", "depends") == "depends"
+    assert R.both(R.over_range([("a", "inside")]), R.over_range([("b", "above")])) == "fails"
+    with pytest.raises(ValueError, match="both needs one or more verdicts"):
+        R.both()
+    with pytest.raises(ValueError, match="both needs one or more verdicts"):
+        R.both("holds", "not testable here")

@@ -259,3 +259,9 @@ def test_trace_step_says_when_the_program_never_ran(cpu_step) -> None:
         xb.trace_step(lambda: np.zeros(1), text, steps=1)
     with pytest.raises(ValueError, match="steps must be >= 1"):
         xb.trace_step(lambda: jt.step(x, x), text, steps=0)
+
+
+def test_name_stack_phase_reads_jax_transformations() -> None:
+    assert xb.name_stack_phase("jit(step)/transpose(jvp(mlp))/dot_general") == xb.BACKWARD
+    assert xb.name_stack_phase("jit(step)/jvp(mlp)/dot_general") == xb.FORWARD
+    assert xb.name_stack_phase("jit(step)/adamw/mul") == "" and xb.name_stack_phase("") == ""

@@ -277,3 +277,11 @@ def test_schedule_is_the_entry_computation_in_text_order() -> None:
     assert "dynamic-slice.3" not in [n for n, _, _ in C.schedule(CPU_RS)]
     with pytest.raises(ValueError, match="no ENTRY computation"):
         C.schedule("HloModule m\n")
+
+
+def test_entry_name_of_an_hlo_module() -> None:
+    from labkit.sharding import hlo_text
+
+    assert hlo_text.entry_name("HloModule m\n\n%add (a: f32[]) -> f32[] {\n}\n\nENTRY %main.0_spmd (p: f32[2]) -> f32[2] {\n}\n") \
+        == "main.0_spmd"
+    assert hlo_text.entry_name("HloModule m\n") is None

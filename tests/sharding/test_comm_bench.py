@@ -199,3 +199,13 @@ def test_latency_bound_judged_on_measurements_and_remeasured_on_a_stall(monkeypa
 def test_the_floor_is_a_program_without_a_collective(measured: dict) -> None:
     assert measured["floor_hlo"] == {} and 0 < measured["floor"] < 1.0
     assert "divisible by 32" in measured["floor_bad"]
+
+
+def test_best_kind_is_the_lowest_residual_and_growth_breaks_only_a_near_tie() -> None:
+    ar, ag = points("all-reduce", 300e-6, 1.0), points("all-gather", 300e-6, 1.0)
+    bad = ag[:-1] + [cb.Point(**{**ag[-1].__dict__, "seconds": ag[-1].seconds * 8})]  # a stall: grows most, fits worst
+    pts = {"all-gather": bad, "all-reduce": ar}
+    assert cb.best_kind({k: cb.fit(p) for k, p in pts.items()}, pts) == "all-reduce"
+    near = {k: cb.Fit(k, 1e-4, 1.0, 4, r) for k, r in (("all-gather", 0.101), ("all-reduce", 0.099))}
+    tie = {"all-gather": bad, "all-reduce": ar}  # residuals within 1 %: the series that grew more
+    assert cb.best_kind(near, tie) == "all-gather"
