@@ -1,4 +1,4 @@
-"""labs/INSTRUCTOR.md quotes only numbers the committed run reports hold (Labs 04 and 05; issue 17, item 5).
+"""labs/INSTRUCTOR.md quotes only numbers the committed run reports hold (Labs 04 and 05; issue 17, item 5; Lab 01's H100 probe).
 
 Every number in Lab 04's row of the key-numbers table and in its "Time to run" line must be found in
 the committed report of that column's runtime: the CPU column in benchmarks/cpu-2core/report.json,
@@ -148,3 +148,16 @@ def test_the_check_fails_on_an_unbacked_number() -> None:
     assert missing_metrics(entry) == list(NEW_GPU_METRICS)
     row = "| 04 | a 44% | b 1.37x | c |"
     assert lab_cells(row) == ("a 44%", "b 1.37x", "c")
+
+
+def test_lab01_schedule_figures_come_from_the_committed_h100_probe(guide: str) -> None:
+    from labkit.matmul import reference_chips as rc
+
+    text = " ".join(guide.split())  # the sentence wraps across lines
+    found = re.search(r"cuBLAS beat the whole-tile model at (\d+) of (\d+) probed shapes, by up to ([\d.]+)x, "
+                      r"and the Stream-K model at none, reaching ([\d.]+)-([\d.]+) of it", text)
+    assert found, "Lab 01's objectives no longer quote the schedule check: update this test with the text"
+    beat, shapes, most, low, high = found.groups()
+    tiles, sk = (rc.measured_over_model(rc.H100_PROBE_TFLOPS, schedule=s) for s in ("tiles", "stream-k"))
+    assert (int(beat), int(shapes)) == (int((tiles > 1).sum()), len(tiles)) and float(most) == round(tiles.max(), 2)
+    assert (sk > 1).sum() == 0 and (float(low), float(high)) == (round(sk.min(), 2), round(sk.max(), 2))

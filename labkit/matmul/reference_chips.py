@@ -4,11 +4,12 @@ An MXU goes through labkit.matmul.mxu: the weight-stationary cycle count of its 
 pipelined weight loads, under its chip's HBM roof; a GPU goes through labkit.matmul.simt with
 its spec's SMs, tensor-core tiles and bandwidth -- the same roofline for both. Both answer the same question -- what fraction of the chip's peak an (M, K) @ (K, N)
 GEMM reaches -- so a chip's name is all `predicted`, `at` and `square` need. H100_CUBLAS_TFLOPS
-holds what cuBLAS measured on an H100 at a few of those shapes, to set beside the model.
+and H100_PROBE_TFLOPS hold what cuBLAS measured on an H100 at some of those shapes, to set beside
+the model; `measured_over_model` divides one by the other, for either of simt's schedules.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -23,6 +24,15 @@ MODELS = list(MXUS) + list(GPUS)
 # spec peak the H100 model calls 1.0 is 989 TFLOP/s.
 H100_SOURCE = "benchmarks/nvidia-h100-80gb-hbm3/shapes.json"
 H100_CUBLAS_TFLOPS = {(4096, 2048, 4096): 753.2, (4096, 4096, 4096): 715.2, (5120, 5120, 5120): 705.0}
+# A second H100 probe (torch 2.11 bf16, one H100 80GB HBM3, 2026-11-26): small M, wave edges, alignment,
+# TFLOP/s by (M, N, K), from H100_PROBE_SOURCE; Lab 01 sets both of simt's schedules against it.
+H100_PROBE_SOURCE = "benchmarks/nvidia-h100-80gb-hbm3/shape_probe.json"
+H100_PROBE_TFLOPS = {
+    (1, 4096, 4096): 2.296, (16, 4096, 4096): 22.78, (512, 4096, 4096): 675.8, (640, 4096, 4096): 702.9,
+    (1024, 4096, 4096): 745.5, (1025, 4096, 4096): 733.2, (1152, 4096, 4096): 742.2, (2048, 4096, 4096): 770.8,
+    (2049, 4096, 4096): 754.6, (2176, 4096, 4096): 719.9, (4096, 4096, 4096): 788.2, (4224, 4096, 4096): 712.5,
+    (4096, 128, 4096): 343.2, (4096, 129, 4096): 54.62, (4096, 136, 4096): 187.0, (4096, 4096, 4097): 144.7,
+    (4096, 4097, 4096): 129.0, (4096, 4104, 4096): 749.1, (5120, 5120, 5120): 788.4}
 _FIXED = {"M": {"N": BIG, "K": BIG}, "N": {"M": BIG, "K": BIG}, "K": {"M": BIG, "N": BIG}}
 
 
@@ -75,3 +85,16 @@ def cliff_table(models: Sequence[str] = tuple(MODELS)) -> list[dict[str, Any]]:
              "M=1": at(m, "M", 1), "M=16": at(m, "M", 16), "M=640": at(m, "M", 640),
              "M=641": at(m, "M", 641), "M=1024": at(m, "M", 1024), "M=1025": at(m, "M", 1025)}
             for m in models]
+
+
+def measured_over_model(measured: Mapping[tuple[int, int, int], float], model: str = "H100 (bf16)",
+                        schedule: str = "tiles") -> np.ndarray:
+    """(Lab 01) Measured TFLOP/s over simt's prediction for each (M, N, K): above 1, the model is no bound."""
+    if model not in GPUS:
+        raise ValueError(f"{model!r} is not a GPU model: use one of {', '.join(GPUS)}")
+    if not measured:
+        raise ValueError("measured is empty: pass {(M, N, K): TFLOP/s, ...}, e.g. H100_PROBE_TFLOPS")
+    chip, dtype = GPUS[model]
+    return np.array([tflops / simt.predict(m, n, k, chip, dtype, schedule=schedule).predicted_tflops
+                     for (m, n, k), tflops in measured.items()])
+

@@ -7,8 +7,14 @@ fraction of peak from the shape alone. Its assumptions, all optimistic unless no
 
 - ideal tile efficiency: a running block gets its full share of the SM's peak (no pipeline
   prologue or epilogue, no bank conflicts, perfect latency hiding, spec clocks);
-- every tile takes the same time and a wave lasts one tile, so a partial last wave costs a
-  whole wave (wave quantization); no split-K / stream-K to even it out;
+- schedule "tiles" (the default: one thread block per output tile, like this lab's Triton kernel):
+  every tile takes the same time and a wave lasts one tile, so a partial last wave costs a whole
+  wave (wave quantization). Schedule "stream-k" (Osama, Merrill, Cecka, Garland and Owens,
+  "Stream-K: Work-centric Parallel Decomposition for Dense Matrix-Matrix Multiplication on the
+  GPU", PPoPP 2023; CUTLASS ships it) gives every SM an even share of all tiles' K-loop
+  iterations, splitting tiles at the seams: no wave quantization. The split tiles' fp32 partial
+  sums are DRAM traffic only with perfect_l2=False (with a perfect L2 they stay there), and the
+  fixup's additions are free;
 - edge tiles compute a full tile (masked loads save memory traffic, not tensor-core time),
   and K is padded to a multiple of block_k (padding waste);
 - memory: A and B come from DRAM once (perfect L2 reuse) and C is written once; with
@@ -36,6 +42,7 @@ ALIGN_BYTES = 16  # bytes: the row alignment cuBLAS's vectorised (tensor-core) l
 # Unaligned / aligned speed: median (0.200) over the 14 (2^k + 1, 2^k) pairs of N, K and square sizes
 # measured with torch bf16 on an H100 80GB HBM3 (bench_shapes.py, 2026-11-22); range 0.13-0.34.
 UNALIGNED_EFFICIENCY = 0.2
+SCHEDULES = ("tiles", "stream-k")  # how output tiles are spread over the SMs (see the docstring)
 
 
 def _check_positive(**sizes: int) -> None:
@@ -133,8 +140,8 @@ class SimtPrediction:
     dtype: str
     tiling: GemmTiling
     tiles: int                   # thread-block tiles: ceil(M/block_m) * ceil(N/block_n)
-    waves: int                   # ceil(tiles / (sm_count * blocks_per_sm))
-    wave_efficiency: float       # tiles / (waves * sm_count * blocks_per_sm)
+    waves: int                   # tile-lengths of work per slot: ceil(tiles / slots) for "tiles"
+    wave_efficiency: float       # share of the slots' time on (padded) tile work, in (0, 1]
     padding_efficiency: float    # M*N*K / (padded M * padded N * padded K)
     aligned: bool                # K and N rows are whole 16-byte vectors (see ALIGN_BYTES)
     arithmetic_intensity: float  # FLOP / DRAM byte
@@ -144,6 +151,8 @@ class SimtPrediction:
     fraction_of_peak: float      # useful FLOP/s over the dtype's spec peak, in (0, 1]
     predicted_tflops: float      # useful TFLOP/s
     bound: str                   # "compute" or "memory"
+    schedule: str = "tiles"      # one of SCHEDULES
+    split_tiles: int = 0         # "stream-k": partial tiles one SM hands to another (fp32)
 
 
 def in_bytes(dtype: str) -> int:
@@ -165,9 +174,12 @@ def is_aligned(N: int, K: int, dtype: str = "bf16") -> bool:
 
 
 def predict(M: int, N: int, K: int, chip: Any, dtype: str = "bf16",
-            tiling: GemmTiling | None = None, *, perfect_l2: bool = True) -> SimtPrediction:
+            tiling: GemmTiling | None = None, *, perfect_l2: bool = True,
+            schedule: str = "tiles") -> SimtPrediction:
     """(Lab 01) Predict time and fraction of peak of an (M, K) @ (K, N) GEMM on a GPU."""
     _check_positive(M=M, N=N, K=K)
+    if schedule not in SCHEDULES:
+        raise ValueError(f"unknown schedule {schedule!r}: use one of {', '.join(map(repr, SCHEDULES))}")
     M, N, K = int(M), int(N), int(K)  # Python ints: exact FLOP counts at any size
     _check_dtype(dtype)
     spec = resolve_chip(chip)
@@ -188,32 +200,49 @@ def predict(M: int, N: int, K: int, chip: Any, dtype: str = "bf16",
                                  _ceil_div(K, t.block_k))
     tiles = tiles_m * tiles_n
     slots = spec.sm_count * t.blocks_per_sm  # thread blocks running at once
-    waves = _ceil_div(tiles, slots)
     flops = 2 * M * N * K                    # useful FLOP (one multiply + one add per MAC)
-    tile_flops = 2 * t.block_m * t.block_n * steps_k * t.block_k  # FLOP one padded tile does
-    compute_s = waves * tile_flops / (peak / slots)  # each wave lasts one tile at 1/slots of peak
+    iters = tiles * steps_k                  # K-loop iterations: one block_k step of one tile
+    if schedule == "tiles":                  # whole tiles in waves: each wave lasts one tile
+        per_slot, split = _ceil_div(tiles, slots) * steps_k, 0
+    else:                                    # an even share of all iterations per slot
+        per_slot = _ceil_div(iters, slots)
+        split = stream_k_splits(iters, steps_k, slots)
+    waves = _ceil_div(per_slot, steps_k)     # "tiles": ceil(tiles / slots)
+    iter_flops = 2 * t.block_m * t.block_n * t.block_k  # FLOP of one padded iteration
+    compute_s = per_slot * iter_flops / (peak / slots)  # each slot runs at 1/slots of peak
     aligned = is_aligned(N, K, dtype)
     if not aligned:
         compute_s /= UNALIGNED_EFFICIENCY  # cuBLAS's slower unaligned kernels
     a_reads, b_reads = (1, 1) if perfect_l2 else (tiles_n, tiles_m)  # times A, B leave DRAM
     nbytes = ((a_reads * M * K + b_reads * K * N) * _IN_BYTES[dtype]
               + M * N * _OUT_BYTES[dtype])   # bytes; perfect_l2: gemm_bytes(M, N, K, dtype)
+    if not perfect_l2:  # each split tile's fp32 partial sums: written by one SM, read by the next
+        nbytes += split * 2 * t.block_m * t.block_n * 4
     memory_s = nbytes / (spec.bandwidth_gbs * 1e9)
     time_s = max(compute_s, memory_s)
     return SimtPrediction(
         M, N, K, spec.name, dtype, t, tiles, waves,
-        wave_efficiency=tiles / (waves * slots),
-        padding_efficiency=flops / (tiles * tile_flops), aligned=aligned,
+        wave_efficiency=iters / (per_slot * slots),
+        padding_efficiency=flops / (iters * iter_flops), aligned=aligned,
         arithmetic_intensity=flops / nbytes,
         compute_time_s=compute_s, memory_time_s=memory_s, predicted_time_s=time_s,
         fraction_of_peak=flops / (time_s * peak), predicted_tflops=flops / time_s / 1e12,
-        bound="compute" if compute_s >= memory_s else "memory")
+        bound="compute" if compute_s >= memory_s else "memory", schedule=schedule, split_tiles=split)
+
+
+def stream_k_splits(iters: int, steps_k: int, slots: int) -> int:
+    """(Lab 01) Partial tiles a Stream-K schedule hands between SMs: seams that fall inside a tile."""
+    # Slot i runs iterations [i * q, (i + 1) * q), q = ceil(iters / slots); tile t owns
+    # [t * steps_k, (t + 1) * steps_k). A seam i * q that is not a tile boundary splits a tile.
+    _check_positive(iters=iters, steps_k=steps_k, slots=slots)
+    q = _ceil_div(iters, slots)
+    return sum(1 for i in range(1, slots) if i * q < iters and (i * q) % steps_k)
 
 
 def sweep(sizes: Sequence[int], chip: Any, dtype: str = "bf16",
           tiling: GemmTiling | None = None, *, vary: str = "M",
           fixed: Mapping[str, int] | None = None,
-          perfect_l2: bool = True) -> list[SimtPrediction]:
+          perfect_l2: bool = True, schedule: str = "tiles") -> list[SimtPrediction]:
     """(Lab 01) Predictions as one of M, N, K takes each value in `sizes` (for plots)."""
     dims = {"M": 4096, "N": 4096, "K": 4096, **(fixed or {})}
     if vary not in dims or set(dims) != {"M", "N", "K"}:
@@ -222,4 +251,4 @@ def sweep(sizes: Sequence[int], chip: Any, dtype: str = "bf16",
     for i, s in enumerate(sizes):  # each checked, never int(s): 12.5 must not quietly become 12
         _check_positive(**{f"sizes[{i}]": s})
     return [predict(**{**dims, vary: s}, chip=chip, dtype=dtype, tiling=tiling,
-                    perfect_l2=perfect_l2) for s in sizes]
+                    perfect_l2=perfect_l2, schedule=schedule) for s in sizes]

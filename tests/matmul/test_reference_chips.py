@@ -81,3 +81,35 @@ def test_h100_cublas_figures_are_the_committed_sweep():
         assert tflops == pytest.approx(by_shape[shape], abs=0.05), shape
     best = max(rows, key=lambda r: r["measured_tflops"])
     assert next(iter(rc.H100_CUBLAS_TFLOPS)) == (best["M"], best["N"], best["K"])
+
+
+def test_h100_probe_figures_are_the_committed_probe():
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / rc.H100_PROBE_SOURCE
+    points = json.loads(path.read_text())["points"]
+    by_shape = {(p["M"], p["N"], p["K"]): p["torch_tflops"] for p in points}  # torch bf16 = cuBLAS
+    assert set(by_shape) == set(rc.H100_PROBE_TFLOPS)
+    for shape, tflops in rc.H100_PROBE_TFLOPS.items():
+        assert tflops == pytest.approx(by_shape[shape], rel=5e-4), shape
+
+
+def test_measured_over_model_divides_by_the_schedules_prediction():
+    shapes = {(1025, 4096, 4096): 733.2, (1, 4096, 4096): 2.296}
+    for schedule in simt.SCHEDULES:
+        want = [t / simt.predict(*s, *rc.GPUS[H100], schedule=schedule).predicted_tflops for s, t in shapes.items()]
+        np.testing.assert_allclose(rc.measured_over_model(shapes, schedule=schedule), want, rtol=1e-12)
+    # What Lab 01 teaches from the committed probe: cuBLAS beats the fixed-tile model at some shapes
+    # (so it bounds nothing), and reaches no more than the Stream-K model anywhere.
+    tiles, sk = (rc.measured_over_model(rc.H100_PROBE_TFLOPS, schedule=s) for s in simt.SCHEDULES)
+    assert tiles.max() > 2 and sk.max() < 0.9 and sk.max() / sk.min() < tiles.max() / tiles.min()
+
+
+def test_measured_over_model_refuses_an_mxu_and_nothing_measured():
+    with pytest.raises(ValueError, match="is not a GPU model"):
+        rc.measured_over_model({(8, 8, 8): 1.0}, MXU128)
+    with pytest.raises(ValueError, match="measured is empty"):
+        rc.measured_over_model({})
+    with pytest.raises(ValueError, match="unknown schedule"):
+        rc.measured_over_model({(8, 8, 8): 1.0}, schedule="wave")

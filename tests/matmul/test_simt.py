@@ -147,3 +147,54 @@ def test_predict_refuses_no_chip_and_a_str_tiling() -> None:
         predict(8, 8, 8, None)
     with pytest.raises(TypeError, match="tiling must be a GemmTiling.*got 'big'"):
         predict(8, 8, 8, "NVIDIA T4", "fp16", tiling="big")  # type: ignore[arg-type]
+
+
+def test_stream_k_spreads_iterations_evenly_so_no_wave_is_lost():
+    # 11 tiles of 2048 K-steps on 10 SMs: whole tiles need 2 waves (11/20 busy); Stream-K gives each SM
+    # ceil(11 * 2048 / 10) = 2253 iterations, so it takes 2253/2048 of one tile's time, not 2 tiles'.
+    tiles = predict(128 * 11, 128, BIG_K, CHIP, tiling=TILE)
+    sk = predict(128 * 11, 128, BIG_K, CHIP, tiling=TILE, schedule="stream-k")
+    one = predict(128 * 10, 128, BIG_K, CHIP, tiling=TILE)
+    assert (sk.schedule, sk.tiles, sk.waves) == ("stream-k", 11, 2)  # 2253 iterations = 2 tile-lengths begun
+    assert sk.wave_efficiency == pytest.approx(11 * 2048 / (2253 * 10))
+    assert sk.predicted_time_s == pytest.approx(one.predicted_time_s * 2253 / 2048)
+    assert tiles.predicted_time_s == pytest.approx(2 * one.predicted_time_s)
+    assert sk.split_tiles == 9 and tiles.split_tiles == 0  # every seam 2253 * i falls inside a tile
+    # Tiles that fill whole waves: the two schedules agree exactly.
+    even = predict(128 * 10, 128, BIG_K, CHIP, tiling=TILE, schedule="stream-k")
+    assert even.predicted_time_s == one.predicted_time_s and even.split_tiles == 0
+
+
+def test_stream_k_splits_by_hand():
+    # 3 tiles of 4 iterations on 8 slots: q = ceil(12 / 8) = 2, seams at 2, 4, 6, 8, 10; 2, 6, 10 cut a tile.
+    assert simt.stream_k_splits(12, 4, 8) == 3
+    assert simt.stream_k_splits(8, 2, 4) == 0   # q = 2: every seam on a tile boundary
+    assert simt.stream_k_splits(5, 5, 1) == 0   # one slot has no seams
+    with pytest.raises(ValueError, match="slots must be a positive integer, got 0"):
+        simt.stream_k_splits(8, 2, 0)
+
+
+def test_stream_k_partial_tiles_are_dram_traffic_only_without_a_perfect_l2():
+    small_k = 64 * 32  # 64 iterations per tile
+    base = dict(M=128 * 3, N=128, K=small_k, chip=CHIP, tiling=TILE, schedule="stream-k")
+    l2, dram = predict(**base), predict(**base, perfect_l2=False)
+    assert l2.split_tiles == dram.split_tiles == simt.stream_k_splits(3 * 64, 64, 10) > 0
+    plain = predict(**{**base, "schedule": "tiles"}, perfect_l2=False)  # 3 tiles: A read once, B 3 times
+    extra = dram.split_tiles * 2 * 128 * 128 * 4  # bytes: fp32 partials written, then read
+    assert dram.memory_time_s * 1e12 == pytest.approx(plain.memory_time_s * 1e12 + extra)
+    assert l2.memory_time_s == pytest.approx(simt.gemm_bytes(128 * 3, 128, small_k) / 1e12)
+
+
+def test_stream_k_batch_1_sits_on_the_memory_roof_of_an_h100():
+    # The fixed tile pads M = 1 to 128 rows and is compute-bound; spread over all SMs it is the weight read.
+    tiles = predict(1, 4096, 4096, "NVIDIA H100 SXM")
+    sk = predict(1, 4096, 4096, "NVIDIA H100 SXM", schedule="stream-k")
+    assert tiles.bound == "compute" and sk.bound == "memory"
+    assert sk.predicted_time_s == pytest.approx(simt.gemm_bytes(1, 4096, 4096) / 3.35e12)
+
+
+def test_unknown_schedule_is_named():
+    with pytest.raises(ValueError, match="unknown schedule 'split-k': use one of 'tiles', 'stream-k'"):
+        predict(8, 8, 8, CHIP, schedule="split-k")
+    with pytest.raises(ValueError, match="unknown schedule"):
+        simt.sweep([8], CHIP, schedule="")
