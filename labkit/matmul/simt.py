@@ -12,9 +12,11 @@ fraction of peak from the shape alone. Its assumptions, all optimistic unless no
   wave (wave quantization). Schedule "stream-k" (Osama, Merrill, Cecka, Garland and Owens,
   "Stream-K: Work-centric Parallel Decomposition for Dense Matrix-Matrix Multiplication on the
   GPU", PPoPP 2023; CUTLASS ships it) gives every SM an even share of all tiles' K-loop
-  iterations, splitting tiles at the seams: no wave quantization. The split tiles' fp32 partial
-  sums are DRAM traffic only with perfect_l2=False (with a perfect L2 they stay there), and the
-  fixup's additions are free;
+  iterations, so a seam between two SMs' shares can fall inside a tile: no wave quantization. It
+  is the paper's basic schedule, not its data-parallel + Stream-K hybrid, and keeps the one tile.
+  Each seam inside a tile is one fp32 partial tile written by one SM and read by the SM that
+  finishes the tile: DRAM traffic only with perfect_l2=False (with a perfect L2 it stays there);
+  the fixup's additions are free;
 - edge tiles compute a full tile (masked loads save memory traffic, not tensor-core time),
   and K is padded to a multiple of block_k (padding waste);
 - memory: A and B come from DRAM once (perfect L2 reuse) and C is written once; with
@@ -140,19 +142,19 @@ class SimtPrediction:
     dtype: str
     tiling: GemmTiling
     tiles: int                   # thread-block tiles: ceil(M/block_m) * ceil(N/block_n)
-    waves: int                   # tile-lengths of work per slot: ceil(tiles / slots) for "tiles"
+    waves: int                   # tile-lengths begun per slot: ceil(tiles / slots) waves for "tiles"
     wave_efficiency: float       # share of the slots' time on (padded) tile work, in (0, 1]
     padding_efficiency: float    # M*N*K / (padded M * padded N * padded K)
     aligned: bool                # K and N rows are whole 16-byte vectors (see ALIGN_BYTES)
     arithmetic_intensity: float  # FLOP / DRAM byte
-    compute_time_s: float        # s, tensor cores busy on padded tiles, whole waves
+    compute_time_s: float        # s, the busiest slot's tensor-core time on padded tiles
     memory_time_s: float         # s, DRAM bytes / bandwidth
     predicted_time_s: float      # s, max of the two (perfect overlap)
     fraction_of_peak: float      # useful FLOP/s over the dtype's spec peak, in (0, 1]
     predicted_tflops: float      # useful TFLOP/s
     bound: str                   # "compute" or "memory"
     schedule: str = "tiles"      # one of SCHEDULES
-    split_tiles: int = 0         # "stream-k": partial tiles one SM hands to another (fp32)
+    partials: int = 0            # "stream-k": fp32 partial tiles handed between SMs, one per seam in a tile
 
 
 def in_bytes(dtype: str) -> int:
@@ -203,10 +205,10 @@ def predict(M: int, N: int, K: int, chip: Any, dtype: str = "bf16",
     flops = 2 * M * N * K                    # useful FLOP (one multiply + one add per MAC)
     iters = tiles * steps_k                  # K-loop iterations: one block_k step of one tile
     if schedule == "tiles":                  # whole tiles in waves: each wave lasts one tile
-        per_slot, split = _ceil_div(tiles, slots) * steps_k, 0
+        per_slot, seams = _ceil_div(tiles, slots) * steps_k, 0
     else:                                    # an even share of all iterations per slot
         per_slot = _ceil_div(iters, slots)
-        split = stream_k_splits(iters, steps_k, slots)
+        seams = stream_k_partials(iters, steps_k, slots)
     waves = _ceil_div(per_slot, steps_k)     # "tiles": ceil(tiles / slots)
     iter_flops = 2 * t.block_m * t.block_n * t.block_k  # FLOP of one padded iteration
     compute_s = per_slot * iter_flops / (peak / slots)  # each slot runs at 1/slots of peak
@@ -216,8 +218,8 @@ def predict(M: int, N: int, K: int, chip: Any, dtype: str = "bf16",
     a_reads, b_reads = (1, 1) if perfect_l2 else (tiles_n, tiles_m)  # times A, B leave DRAM
     nbytes = ((a_reads * M * K + b_reads * K * N) * _IN_BYTES[dtype]
               + M * N * _OUT_BYTES[dtype])   # bytes; perfect_l2: gemm_bytes(M, N, K, dtype)
-    if not perfect_l2:  # each split tile's fp32 partial sums: written by one SM, read by the next
-        nbytes += split * 2 * t.block_m * t.block_n * 4
+    if not perfect_l2:  # each fp32 partial tile: written by one SM, read by the SM that finishes the tile
+        nbytes += seams * 2 * t.block_m * t.block_n * 4
     memory_s = nbytes / (spec.bandwidth_gbs * 1e9)
     time_s = max(compute_s, memory_s)
     return SimtPrediction(
@@ -227,11 +229,11 @@ def predict(M: int, N: int, K: int, chip: Any, dtype: str = "bf16",
         arithmetic_intensity=flops / nbytes,
         compute_time_s=compute_s, memory_time_s=memory_s, predicted_time_s=time_s,
         fraction_of_peak=flops / (time_s * peak), predicted_tflops=flops / time_s / 1e12,
-        bound="compute" if compute_s >= memory_s else "memory", schedule=schedule, split_tiles=split)
+        bound="compute" if compute_s >= memory_s else "memory", schedule=schedule, partials=seams)
 
 
-def stream_k_splits(iters: int, steps_k: int, slots: int) -> int:
-    """(Lab 01) Partial tiles a Stream-K schedule hands between SMs: seams that fall inside a tile."""
+def stream_k_partials(iters: int, steps_k: int, slots: int) -> int:
+    """(Lab 01) fp32 partial tiles a Stream-K schedule hands between SMs: the seams inside a tile."""
     # Slot i runs iterations [i * q, (i + 1) * q), q = ceil(iters / slots); tile t owns
     # [t * steps_k, (t + 1) * steps_k). A seam i * q that is not a tile boundary splits a tile.
     _check_positive(iters=iters, steps_k=steps_k, slots=slots)

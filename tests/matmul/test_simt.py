@@ -159,28 +159,28 @@ def test_stream_k_spreads_iterations_evenly_so_no_wave_is_lost():
     assert sk.wave_efficiency == pytest.approx(11 * 2048 / (2253 * 10))
     assert sk.predicted_time_s == pytest.approx(one.predicted_time_s * 2253 / 2048)
     assert tiles.predicted_time_s == pytest.approx(2 * one.predicted_time_s)
-    assert sk.split_tiles == 9 and tiles.split_tiles == 0  # every seam 2253 * i falls inside a tile
+    assert sk.partials == 9 and tiles.partials == 0  # every seam 2253 * i falls inside a tile
     # Tiles that fill whole waves: the two schedules agree exactly.
     even = predict(128 * 10, 128, BIG_K, CHIP, tiling=TILE, schedule="stream-k")
-    assert even.predicted_time_s == one.predicted_time_s and even.split_tiles == 0
+    assert even.predicted_time_s == one.predicted_time_s and even.partials == 0
 
 
-def test_stream_k_splits_by_hand():
+def test_stream_k_partials_by_hand():
     # 3 tiles of 4 iterations on 8 slots: q = ceil(12 / 8) = 2, seams at 2, 4, 6, 8, 10; 2, 6, 10 cut a tile.
-    assert simt.stream_k_splits(12, 4, 8) == 3
-    assert simt.stream_k_splits(8, 2, 4) == 0   # q = 2: every seam on a tile boundary
-    assert simt.stream_k_splits(5, 5, 1) == 0   # one slot has no seams
+    assert simt.stream_k_partials(12, 4, 8) == 3
+    assert simt.stream_k_partials(8, 2, 4) == 0   # q = 2: every seam on a tile boundary
+    assert simt.stream_k_partials(5, 5, 1) == 0   # one slot has no seams
     with pytest.raises(ValueError, match="slots must be a positive integer, got 0"):
-        simt.stream_k_splits(8, 2, 0)
+        simt.stream_k_partials(8, 2, 0)
 
 
 def test_stream_k_partial_tiles_are_dram_traffic_only_without_a_perfect_l2():
     small_k = 64 * 32  # 64 iterations per tile
     base = dict(M=128 * 3, N=128, K=small_k, chip=CHIP, tiling=TILE, schedule="stream-k")
     l2, dram = predict(**base), predict(**base, perfect_l2=False)
-    assert l2.split_tiles == dram.split_tiles == simt.stream_k_splits(3 * 64, 64, 10) > 0
+    assert l2.partials == dram.partials == simt.stream_k_partials(3 * 64, 64, 10) > 0
     plain = predict(**{**base, "schedule": "tiles"}, perfect_l2=False)  # 3 tiles: A read once, B 3 times
-    extra = dram.split_tiles * 2 * 128 * 128 * 4  # bytes: fp32 partials written, then read
+    extra = dram.partials * 2 * 128 * 128 * 4  # bytes: fp32 partials written, then read
     assert dram.memory_time_s * 1e12 == pytest.approx(plain.memory_time_s * 1e12 + extra)
     assert l2.memory_time_s == pytest.approx(simt.gemm_bytes(128 * 3, 128, small_k) / 1e12)
 
