@@ -1,7 +1,8 @@
 """A probe of bf16 GEMM shapes on one GPU: torch (cuBLAS) and JAX (XLA) at the edges Lab 01 teaches (Lab 01).
 
 Run once on an H100 on 2026-11-26 during a cold read of Lab 01 (best of 5 x 50 back-to-back calls on the
-same inputs, not the lab's fresh-input rule); its points are benchmarks/nvidia-h100-80gb-hbm3/shape_probe.json.
+same inputs, not the lab's fresh-input rule); its points are benchmarks/nvidia-h100-80gb-hbm3/shape_probe.json,
+which Lab 01 reads (labkit.matmul.reference_chips.h100_cublas) beside bench_shapes.py's sweep, naming each rule.
 On a machine without CUDA it runs the same shapes divided by 16 on the CPU (a smoke check).
 
     OUT=DIR python3 benchmarks/probe_shapes.py      # writes DIR/gpu.json

@@ -4,11 +4,14 @@ An MXU goes through labkit.matmul.mxu: the weight-stationary cycle count of its 
 pipelined weight loads, under its chip's HBM roof; a GPU goes through labkit.matmul.simt with
 its spec's SMs, tensor-core tiles and bandwidth -- the same roofline for both. Both answer the same question -- what fraction of the chip's peak an (M, K) @ (K, N)
 GEMM reaches -- so a chip's name is all `predicted`, `at` and `square` need. H100_CUBLAS_TFLOPS
-and H100_PROBE_TFLOPS hold what cuBLAS measured on an H100 at some of those shapes, to set beside
-the model; `measured_over_model` divides one by the other, for either of simt's schedules.
+holds what cuBLAS measured on an H100 at a few of those shapes; `h100_cublas` reads all the shapes
+of a committed H100 run, and `measured_over_model` divides them by simt's prediction, for either
+of its schedules.
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -19,20 +22,17 @@ BIG = 4096  # elements: the two dimensions that do not vary in a sweep
 MXUS = {"MXU 128x128 (TPU v5e)": "TPU v5e", "MXU 256x256 (TPU v6e)": "TPU v6e"}  # spec name, bf16
 GPUS = {"H100 (bf16)": ("NVIDIA H100 SXM", "bf16"), "T4 (fp16)": ("NVIDIA T4", "fp16")}  # (spec name, dtype)
 MODELS = list(MXUS) + list(GPUS)
-# cuBLAS measured where the models can be checked (torch 2.11 bf16, one H100 80GB HBM3, 2026-11-22):
+# cuBLAS measured where the models can be checked (torch 2.11 bf16, one H100 80GB HBM3, 2026-11-22,
+# benchmarks/bench_shapes.py under the course's timing rule: median repeat, fresh inputs):
 # TFLOP/s by (M, N, K), from H100_SOURCE. The fastest shape of that whole sweep is the first; the
 # spec peak the H100 model calls 1.0 is 989 TFLOP/s.
 H100_SOURCE = "benchmarks/nvidia-h100-80gb-hbm3/shapes.json"
 H100_CUBLAS_TFLOPS = {(4096, 2048, 4096): 753.2, (4096, 4096, 4096): 715.2, (5120, 5120, 5120): 705.0}
-# A second H100 probe (torch 2.11 bf16, one H100 80GB HBM3, 2026-11-26): small M, wave edges, alignment,
-# TFLOP/s by (M, N, K), from H100_PROBE_SOURCE; Lab 01 sets both of simt's schedules against it.
+# A second H100 run (torch 2.11 bf16, one H100 80GB HBM3, 2026-11-26, best of 5 x 50 back-to-back calls on
+# the same inputs): batch 1 and 16, wave edges, alignment edges. h100_cublas reads either run.
 H100_PROBE_SOURCE = "benchmarks/nvidia-h100-80gb-hbm3/shape_probe.json"
-H100_PROBE_TFLOPS = {
-    (1, 4096, 4096): 2.296, (16, 4096, 4096): 22.78, (512, 4096, 4096): 675.8, (640, 4096, 4096): 702.9,
-    (1024, 4096, 4096): 745.5, (1025, 4096, 4096): 733.2, (1152, 4096, 4096): 742.2, (2048, 4096, 4096): 770.8,
-    (2049, 4096, 4096): 754.6, (2176, 4096, 4096): 719.9, (4096, 4096, 4096): 788.2, (4224, 4096, 4096): 712.5,
-    (4096, 128, 4096): 343.2, (4096, 129, 4096): 54.62, (4096, 136, 4096): 187.0, (4096, 4096, 4097): 144.7,
-    (4096, 4097, 4096): 129.0, (4096, 4104, 4096): 749.1, (5120, 5120, 5120): 788.4}
+H100_SOURCES = (H100_SOURCE, H100_PROBE_SOURCE)
+ROOT = Path(__file__).resolve().parents[2]  # the course's repository: benchmarks/ sits beside labkit/
 _FIXED = {"M": {"N": BIG, "K": BIG}, "N": {"M": BIG, "K": BIG}, "K": {"M": BIG, "N": BIG}}
 
 
@@ -87,13 +87,29 @@ def cliff_table(models: Sequence[str] = tuple(MODELS)) -> list[dict[str, Any]]:
             for m in models]
 
 
+def h100_cublas(source: str = H100_SOURCE) -> dict[tuple[int, int, int], float]:
+    """(Lab 01) cuBLAS's TFLOP/s (torch bf16) by (M, N, K) from a committed H100 run, the sweep or the probe."""
+    if source not in H100_SOURCES:
+        raise ValueError(f"unknown source {source!r}: use one of {', '.join(H100_SOURCES)}")
+    path = ROOT / source
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: the committed H100 runs come with the course's repository "
+                                "(git clone it; a pip-installed labkit carries no benchmarks/)")
+    data = json.loads(path.read_text())
+    if "sweeps" in data:  # bench_shapes.py: sweeps of rows, each with measured_tflops
+        rows = [(r["M"], r["N"], r["K"], r["measured_tflops"]) for sweep in data["sweeps"].values() for r in sweep]
+    else:                 # probe_shapes.py: points with torch_tflops (and jax_tflops)
+        rows = [(r["M"], r["N"], r["K"], r["torch_tflops"]) for r in data["points"]]
+    return {(int(m), int(n), int(k)): float(t) for m, n, k, t in rows}
+
+
 def measured_over_model(measured: Mapping[tuple[int, int, int], float], model: str = "H100 (bf16)",
                         schedule: str = "tiles") -> np.ndarray:
     """(Lab 01) Measured TFLOP/s over simt's prediction for each (M, N, K): above 1, the model is no bound."""
     if model not in GPUS:
         raise ValueError(f"{model!r} is not a GPU model: use one of {', '.join(GPUS)}")
     if not measured:
-        raise ValueError("measured is empty: pass {(M, N, K): TFLOP/s, ...}, e.g. H100_PROBE_TFLOPS")
+        raise ValueError("measured is empty: pass {(M, N, K): TFLOP/s, ...}, e.g. h100_cublas()")
     chip, dtype = GPUS[model]
     return np.array([tflops / simt.predict(m, n, k, chip, dtype, schedule=schedule).predicted_tflops
                      for (m, n, k), tflops in measured.items()])

@@ -83,16 +83,20 @@ def test_h100_cublas_figures_are_the_committed_sweep():
     assert next(iter(rc.H100_CUBLAS_TFLOPS)) == (best["M"], best["N"], best["K"])
 
 
-def test_h100_probe_figures_are_the_committed_probe():
-    import json
-    from pathlib import Path
+def test_h100_cublas_reads_both_committed_runs():
+    sweep, probe = rc.h100_cublas(), rc.h100_cublas(rc.H100_PROBE_SOURCE)
+    for shape, tflops in rc.H100_CUBLAS_TFLOPS.items():  # the figures quoted from the sweep
+        assert sweep[shape] == pytest.approx(tflops, abs=0.05)
+    assert len(sweep) == 49 and len(probe) == 19
+    assert probe[(1025, 4096, 4096)] == pytest.approx(733.19, abs=0.01)  # torch's figure, not JAX's (564.2)
 
-    path = Path(__file__).resolve().parents[2] / rc.H100_PROBE_SOURCE
-    points = json.loads(path.read_text())["points"]
-    by_shape = {(p["M"], p["N"], p["K"]): p["torch_tflops"] for p in points}  # torch bf16 = cuBLAS
-    assert set(by_shape) == set(rc.H100_PROBE_TFLOPS)
-    for shape, tflops in rc.H100_PROBE_TFLOPS.items():
-        assert tflops == pytest.approx(by_shape[shape], rel=5e-4), shape
+
+def test_h100_cublas_names_a_missing_file_and_an_unknown_source(tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match="unknown source 'shapes.json': use one of benchmarks/"):
+        rc.h100_cublas("shapes.json")
+    monkeypatch.setattr(rc, "ROOT", tmp_path)
+    with pytest.raises(FileNotFoundError, match="shapes.json is missing: .*git clone"):
+        rc.h100_cublas()
 
 
 def test_measured_over_model_divides_by_the_schedules_prediction():
@@ -100,10 +104,11 @@ def test_measured_over_model_divides_by_the_schedules_prediction():
     for schedule in simt.SCHEDULES:
         want = [t / simt.predict(*s, *rc.GPUS[H100], schedule=schedule).predicted_tflops for s, t in shapes.items()]
         np.testing.assert_allclose(rc.measured_over_model(shapes, schedule=schedule), want, rtol=1e-12)
-    # What Lab 01 teaches from the committed probe: cuBLAS beats the fixed-tile model at some shapes
+    # What Lab 01 teaches from both committed runs: cuBLAS beats the whole-tile model at some shapes
     # (so it bounds nothing), and reaches no more than the Stream-K model anywhere.
-    tiles, sk = (rc.measured_over_model(rc.H100_PROBE_TFLOPS, schedule=s) for s in simt.SCHEDULES)
-    assert tiles.max() > 2 and sk.max() < 0.9 and sk.max() / sk.min() < tiles.max() / tiles.min()
+    for source in rc.H100_SOURCES:
+        tiles, sk = (rc.measured_over_model(rc.h100_cublas(source), schedule=s) for s in simt.SCHEDULES)
+        assert tiles.max() > 2 and sk.max() < 0.9, source
 
 
 def test_measured_over_model_refuses_an_mxu_and_nothing_measured():
