@@ -110,6 +110,11 @@ def measured_over_model(measured: Mapping[tuple[int, int, int], float], model: s
         raise ValueError(f"{model!r} is not a GPU model: use one of {', '.join(GPUS)}")
     if not measured:
         raise ValueError("measured is empty: pass {(M, N, K): TFLOP/s, ...}, e.g. h100_cublas()")
+    for shape, tflops in measured.items():
+        if not (isinstance(shape, tuple) and len(shape) == 3):
+            raise ValueError(f"measured's keys are (M, N, K) triples, got {shape!r}")
+        if isinstance(tflops, bool) or not isinstance(tflops, (int, float)) or not tflops > 0:
+            raise ValueError(f"measured TFLOP/s for {shape} must be a positive number, got {tflops!r}")
     chip, dtype = GPUS[model]
     return np.array([tflops / simt.predict(m, n, k, chip, dtype, schedule=schedule).predicted_tflops
                      for (m, n, k), tflops in measured.items()])

@@ -118,3 +118,10 @@ def test_measured_over_model_refuses_an_mxu_and_nothing_measured():
         rc.measured_over_model({})
     with pytest.raises(ValueError, match="unknown schedule"):
         rc.measured_over_model({(8, 8, 8): 1.0}, schedule="wave")
+    with pytest.raises(ValueError, match=r"keys are \(M, N, K\) triples, got \(8, 8\)"):
+        rc.measured_over_model({(8, 8): 1.0})
+    for bad in (0.0, -1.0, float("nan"), "7", True):
+        with pytest.raises(ValueError, match=r"TFLOP/s for \(8, 8, 8\) must be a positive number"):
+            rc.measured_over_model({(8, 8, 8): bad})
+    with pytest.raises(ValueError, match="M must be a positive integer, got 0"):
+        rc.measured_over_model({(0, 8, 8): 1.0})
