@@ -118,4 +118,3 @@ def measured_over_model(measured: Mapping[tuple[int, int, int], float], model: s
     chip, dtype = GPUS[model]
     return np.array([tflops / simt.predict(m, n, k, chip, dtype, schedule=schedule).predicted_tflops
                      for (m, n, k), tflops in measured.items()])
-
