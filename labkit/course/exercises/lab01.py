@@ -1,4 +1,4 @@
-"""Lab 01 exercises: systolic cycle count, Pallas block choice, padding cliff — checked on random inputs."""
+"""Lab 01 exercises: systolic cycle count, Pallas block choice, padding cliff, Stream-K share — checked on random inputs."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from labkit.matmul import systolic
+from labkit.matmul import simt, systolic
 from labkit.course.check import CheckResult, Hint, check_function
 
 N_CASES = 30  # random cases per check: a memorised number cannot pass
@@ -199,3 +199,42 @@ def check_padded_utilization(fn: Callable[[int, int], float]) -> CheckResult:
     return check_function("padded utilization", fn, padded_utilization, cases, hints=hints,
                           explain="129 on a 128 tile is 50% useful; 4097 is 97%: the cliff is "
                                   "one tile, so it hurts small shapes most.")
+
+
+# ------------------------------------------------------------------ 2b. Stream-K share
+def stream_k_share(tiles: int, steps_k: int, sms: int) -> tuple[int, int]:
+    """(Lab 01) Stream-K on `sms` SMs: (iterations the busiest SM runs, tiles handed from one SM to the next)."""
+    iters = tiles * steps_k
+    return _ceil_div(iters, sms), simt.stream_k_partials(iters, steps_k, sms)
+
+
+def _seams(tiles: int, steps_k: int, sms: int) -> list[int]:
+    """Where SM i >= 1 starts its share (before the end of the work): tile boundary or not."""
+    iters = tiles * steps_k
+    q = _ceil_div(iters, sms)
+    return [i * q for i in range(1, sms) if i * q < iters]
+
+
+def check_stream_k_share(fn: Callable[[int, int, int], tuple[int, int]]) -> CheckResult:
+    """(Lab 01) ``fn(tiles, steps_k, sms)`` -> (iterations per SM, hand-offs): Stream-K's even share."""
+    rng = _rng()
+    cases = [(int(rng.integers(1, 300)), int(rng.integers(1, 129)), int(rng.choice([10, 40, 108, 132])))
+             for _ in range(N_CASES)]
+    cases += [(144, 64, 132), (128, 64, 132), (16, 64, 132), (11, 2048, 10), (3, 4, 8), (4, 2, 4), (5, 5, 1)]
+
+    def part(i: int, f: Callable[[int, int, int], int]) -> Callable[[Any, Any, tuple], bool]:
+        return lambda g, e, a: int(g[i]) == f(*a)
+
+    hints = [
+        Hint(part(0, lambda t, k, s: _ceil_div(t, s) * k), "that is whole tiles in waves (the \"tiles\" schedule): "
+             "Stream-K shares the iterations, not the tiles: ceil(tiles * steps_k / sms) each."),
+        Hint(part(0, lambda t, k, s: t * k // s), "floor drops the leftover iterations: some SM runs one "
+             "more, and the busiest SM sets the time: round up."),
+        Hint(part(1, lambda t, k, s: len(_seams(t, k, s))), "a share that starts on a tile's first iteration "
+             "hands nothing over: count only the starts that fall inside a tile (start % steps_k != 0)."),
+        Hint(part(1, lambda t, k, s: s - 1), "not every SM starts a share: with ceil-sized shares the last SMs "
+             "can have nothing left to run (count only starts i * share < tiles * steps_k)."),
+    ]
+    return check_function("Stream-K share", fn, stream_k_share, cases, hints=hints,
+                          explain="every SM runs the same share, so no wave is left part-empty; the price is "
+                                  "the tiles that change hands (fp32 partial sums written and read back).")

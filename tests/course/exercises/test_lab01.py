@@ -194,3 +194,46 @@ def test_references_on_known_values():
     assert lab01.largest_aligned_block(129, 128, 512) is None
     assert lab01.padded_utilization(129, 128) == 129 / 256
     assert lab01.padded_utilization(4096, 128) == 1.0
+    assert lab01.stream_k_share(11, 2048, 10) == (2253, 9)   # every share starts inside a tile
+    assert lab01.stream_k_share(3, 4, 8) == (2, 3)            # starts 2, 4, 6, 8, 10: 2, 6, 10 inside
+    assert lab01.stream_k_share(4, 2, 4) == (2, 0)            # every share starts a tile
+
+
+# ------------------------------------------------------------------ 2b. Stream-K share
+def _share_loops(tiles, steps_k, sms):
+    """Correct, written differently: hand the iterations out one SM at a time, then walk the tiles."""
+    left, shares = tiles * steps_k, []
+    per = -(-left // sms)
+    while left > 0:
+        shares.append(min(per, left))
+        left -= shares[-1]
+    starts = np.cumsum([0] + shares[:-1])[1:]  # where SM 1, 2, ... begin
+    return max(shares), int(sum(1 for s in starts if s % steps_k))
+
+
+def test_stream_k_share_accepts_reference_and_other_correct(seeded):
+    assert lab01.check_stream_k_share(lab01.stream_k_share).passed
+    assert lab01.check_stream_k_share(_share_loops).passed
+    assert lab01.check_stream_k_share(lambda t, k, s: [math.ceil(t * k / s), lab01.stream_k_share(t, k, s)[1]]).passed
+
+
+def _seams_all(t, k, s):
+    q = -(-t * k // s)
+    return sum(1 for i in range(1, s) if i * q < t * k)
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (lambda t, k, s: (-(-t // s) * k, lab01.stream_k_share(t, k, s)[1]), "whole tiles in waves"),
+    (lambda t, k, s: (t * k // s, lab01.stream_k_share(t, k, s)[1]), "floor drops"),
+    (lambda t, k, s: (lab01.stream_k_share(t, k, s)[0], _seams_all(t, k, s)), "hands nothing over"),
+    (lambda t, k, s: (lab01.stream_k_share(t, k, s)[0], s - 1), "not every SM starts a share"),
+])
+def test_stream_k_share_names_the_mistake(seeded, fn, hint):
+    _wrong(lab01.check_stream_k_share, fn, hint)
+
+
+def test_stream_k_share_not_done(seeded, monkeypatch):
+    with pytest.raises(NotDoneYet):
+        lab01.check_stream_k_share(_not_done)
+    _report_mode(monkeypatch, lab01.check_stream_k_share, _not_done, "not done")
+    _report_mode(monkeypatch, lab01.check_stream_k_share, lambda t, k, s: (t * k // s, 0), "wrong")
