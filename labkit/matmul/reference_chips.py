@@ -103,11 +103,19 @@ def h100_cublas(source: str = H100_SOURCE) -> dict[tuple[int, int, int], float]:
     return {(int(m), int(n), int(k)): float(t) for m, n, k, t in rows}
 
 
-def measured_over_model(measured: Mapping[tuple[int, int, int], float], model: str = "H100 (bf16)",
-                        schedule: str = "tiles") -> np.ndarray:
-    """(Lab 01) Measured TFLOP/s over simt's prediction for each (M, N, K): above 1, the model is no bound."""
-    if model not in GPUS:
-        raise ValueError(f"{model!r} is not a GPU model: use one of {', '.join(GPUS)}")
+def measured_over_model(measured: Mapping[tuple[int, int, int], float],
+                        model: str | tuple[Any, str] = "H100 (bf16)", schedule: str = "tiles") -> np.ndarray:
+    """(Lab 01) Measured TFLOP/s over simt's prediction for each (M, N, K): above 1, the model is no bound.
+
+    model is a key of GPUS or a (chip, dtype) pair for any GPU simt can model (a ChipSpec or a spec name:
+    Lab 01 passes the GPU it runs on).
+    """
+    if isinstance(model, tuple) and len(model) == 2:
+        chip, dtype = model  # simt.predict names a chip it cannot model (no SMs, no such dtype peak)
+    elif isinstance(model, str) and model in GPUS:
+        chip, dtype = GPUS[model]
+    else:
+        raise ValueError(f"{model!r} is not a GPU model: use one of {', '.join(GPUS)} or a (chip, dtype) pair")
     if not measured:
         raise ValueError("measured is empty: pass {(M, N, K): TFLOP/s, ...}, e.g. h100_cublas()")
     for shape, tflops in measured.items():
@@ -115,6 +123,18 @@ def measured_over_model(measured: Mapping[tuple[int, int, int], float], model: s
             raise ValueError(f"measured's keys are (M, N, K) triples, got {shape!r}")
         if isinstance(tflops, bool) or not isinstance(tflops, (int, float)) or not tflops > 0:
             raise ValueError(f"measured TFLOP/s for {shape} must be a positive number, got {tflops!r}")
-    chip, dtype = GPUS[model]
     return np.array([tflops / simt.predict(m, n, k, chip, dtype, schedule=schedule).predicted_tflops
                      for (m, n, k), tflops in measured.items()])
+
+
+def schedule_ratios(measured: Mapping[tuple[int, int, int], float],
+                    model: str | tuple[Any, str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(Lab 01) measured_over_model for every simt schedule, and which shapes the model counts as aligned.
+
+    The mask is False where simt applies UNALIGNED_EFFICIENCY (a factor fitted on one H100's cuBLAS), so a
+    bound is judged on the aligned shapes, where the model uses only the chip's spec figures.
+    """
+    ratios = {s: measured_over_model(measured, model, schedule=s) for s in simt.SCHEDULES}
+    chip, dtype = GPUS[model] if isinstance(model, str) else model
+    aligned = np.array([simt.predict(m, n, k, chip, dtype).aligned for m, n, k in measured])
+    return ratios, aligned

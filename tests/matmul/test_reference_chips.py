@@ -1,11 +1,14 @@
 """Tests for labkit.matmul.reference_chips (Lab 01): the four chips answer through their own model."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from labkit.matmul import reference_chips as rc
 from labkit.matmul import mxu, simt, systolic
+from labkit.runtime import hardware
 
 MXU128, MXU256, H100, T4 = rc.MODELS
 
@@ -125,3 +128,40 @@ def test_measured_over_model_refuses_an_mxu_and_nothing_measured():
             rc.measured_over_model({(8, 8, 8): bad})
     with pytest.raises(ValueError, match="M must be a positive integer, got 0"):
         rc.measured_over_model({(0, 8, 8): 1.0})
+
+
+def test_measured_over_model_takes_any_gpu_as_a_chip_and_dtype_pair():
+    shapes = {(1025, 4096, 4096): 733.2, (1, 4096, 4096): 2.296}
+    spec = hardware.lookup("NVIDIA H100 SXM")
+    for schedule in simt.SCHEDULES:
+        by_key = rc.measured_over_model(shapes, H100, schedule)
+        for model in ((spec, "bf16"), ("NVIDIA H100 SXM", "bf16")):  # a ChipSpec or its name: the same figures
+            np.testing.assert_array_equal(rc.measured_over_model(shapes, model, schedule), by_key)
+    with pytest.raises(ValueError, match="has no SMs"):  # a TPU: simt names the model that fits it
+        rc.measured_over_model(shapes, ("TPU v5e", "bf16"))
+    with pytest.raises(ValueError, match="NVIDIA T4 has no bf16 peak"):  # Turing: fp16 tensor cores only
+        rc.measured_over_model(shapes, ("NVIDIA T4", "bf16"))
+    for bad in ("H100", ("NVIDIA H100 SXM",), ["NVIDIA H100 SXM", "bf16"], None):
+        with pytest.raises(ValueError, match="is not a GPU model"):
+            rc.measured_over_model(shapes, bad)
+
+
+def test_schedule_ratios_is_lab01s_bound_check_on_this_gpu():
+    # What Lab 01's section 3 asserts on a CUDA GPU, fed the committed H100 runs as if this run had measured them.
+    spec = hardware.lookup("NVIDIA H100 SXM")
+    for source in rc.H100_SOURCES:
+        measured = rc.h100_cublas(source)
+        ratios, aligned = rc.schedule_ratios(measured, (spec, "bf16"))
+        assert set(ratios) == set(simt.SCHEDULES) and all(len(r) == len(measured) for r in ratios.values())
+        want = [simt.predict(*shape, spec, "bf16").aligned for shape in measured]
+        np.testing.assert_array_equal(aligned, want)
+        assert 0 < aligned.sum() < len(aligned), source  # both kinds present: the mask matters
+        assert ratios["stream-k"][aligned].max() <= 1 < ratios["tiles"][aligned].max(), source
+        # The check can fail: a spec table that halved this GPU's peak makes cuBLAS beat the Stream-K model.
+        halved = dataclasses.replace(spec, peak_tflops={d: p / 2 if p else p for d, p in spec.peak_tflops.items()})
+        assert rc.schedule_ratios(measured, (halved, "bf16"))[0]["stream-k"][aligned].max() > 1, source
+    # A GPUS key gives the same answer as its pair.
+    by_key, by_pair = rc.schedule_ratios(rc.h100_cublas(), H100), rc.schedule_ratios(rc.h100_cublas(), (spec, "bf16"))
+    np.testing.assert_array_equal(by_key[1], by_pair[1])
+    for s in simt.SCHEDULES:
+        np.testing.assert_array_equal(by_key[0][s], by_pair[0][s])
