@@ -23,6 +23,7 @@ kernels *with* their backward pass's recomputation of the scores (one extra atte
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -240,6 +241,13 @@ class XlaCount:
         """Per-device count × devices: exact for evenly split (data-parallel) work (Lab 02)."""
         return self.flops_per_device * self.n_devices
 
+    @property
+    def matmul_share(self) -> float | None:
+        """Matmul FLOPs over all-op FLOPs before optimisation; None where this JAX cannot count all ops (Lab 02)."""
+        if not (math.isfinite(self.flops_program) and self.flops_program > 0):
+            return None  # program_flops said "unknown" (no backend count, no CPU fallback): no share to judge
+        return self.matmul_flops / self.flops_program
+
 
 def program_flops(lowered: Any) -> float | None:
     """All-op FLOPs of a ``jax.jit(f).lower(...)`` program before XLA optimises it (Lab 02, Lab 06).
@@ -279,7 +287,10 @@ def xla_count(lowered: Any) -> XlaCount:
     import jax
 
     compiled = lowered.compile()
-    flops = cost_dict(compiled.cost_analysis()).get("flops", float("nan"))
+    try:
+        flops = cost_dict(compiled.cost_analysis()).get("flops", float("nan"))
+    except (NotImplementedError, AttributeError):  # a plugin without a compiled-cost analysis: unknown, not a crash
+        flops = float("nan")
     shardings = [s for s in jax.tree.leaves(compiled.input_shardings) if hasattr(s, "device_set")]
     n_dev = max((len(s.device_set) for s in shardings), default=1)
     program = program_flops(lowered)

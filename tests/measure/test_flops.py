@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -233,3 +235,50 @@ def test_program_flops_is_none_when_the_private_cpu_analysis_is_gone(monkeypatch
     lowered = jax.jit(lambda a, w: a @ w).lower(jnp.ones((8, 8)), jnp.ones((8, 8)))
     monkeypatch.delattr(_jax, "hlo_module_cost_analysis")
     assert flops.program_flops(_plugin_lowered(lowered, None)) is None  # "unknown", not a crash
+
+def test_matmul_share_is_none_where_all_ops_are_unknown() -> None:
+    known = flops.XlaCount(flops_per_device=130.0, n_devices=1, matmul_flops=100, flops_program=125.0)
+    assert known.matmul_share == 100 / 125
+    for unknown in (float("nan"), 0.0):  # program_flops said None (stored NaN), or a count of nothing
+        assert flops.XlaCount(130.0, 1, 100, unknown).matmul_share is None
+    assert flops.XlaCount(130.0, 1, 100).matmul_share is None  # the default: not counted
+
+
+def _plugin_compiled(lowered: object, compiled_answer: object, program_answer: object) -> object:
+    """A Lowered whose compiled program's cost_analysis raises or returns ``compiled_answer`` (a plugin's)."""
+    outer = _plugin_lowered(lowered, program_answer)
+    real = lowered.compile()
+
+    class PluginCompiled:
+        input_shardings = real.input_shardings
+
+        def cost_analysis(self) -> object:
+            if isinstance(compiled_answer, Exception):
+                raise compiled_answer
+            return compiled_answer
+
+        def as_text(self) -> str:
+            return real.as_text()
+
+    outer.compile = lambda: PluginCompiled()  # type: ignore[attr-defined]
+    outer.as_text = lowered.as_text  # type: ignore[attr-defined]
+    return outer
+
+
+@pytest.mark.parametrize("compiled_answer", [NotImplementedError("not on 'cuda'"), None, {}],
+                         ids=["raises", "returns-None", "empty-dict"])
+def test_xla_count_says_unknown_where_the_compiled_count_is_missing(compiled_answer: object) -> None:
+    lowered = jax.jit(lambda a, w: a @ w).lower(jnp.ones((8, 16)), jnp.ones((16, 4)))
+    c = flops.xla_count(_plugin_compiled(lowered, compiled_answer, None))  # program count: the CPU fallback
+    assert math.isnan(c.flops_per_device) and c.matmul_flops == 2 * 8 * 16 * 4
+    assert c.flops_program == 2 * 8 * 16 * 4 and c.matmul_share == 1.0  # the pre-optimisation count still answers
+
+
+def test_xla_count_without_any_all_op_count_gives_no_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lab 02 skips its all-op checks (and says so) on a JAX where neither count exists: NaN, then None."""
+    from jax._src.lib import _jax
+
+    lowered = jax.jit(lambda a, w: a @ w).lower(jnp.ones((8, 16)), jnp.ones((16, 4)))
+    monkeypatch.delattr(_jax, "hlo_module_cost_analysis")
+    c = flops.xla_count(_plugin_compiled(lowered, None, None))
+    assert math.isnan(c.flops_program) and c.matmul_share is None and c.matmul_flops == 2 * 8 * 16 * 4
