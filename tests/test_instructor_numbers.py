@@ -5,7 +5,9 @@ the committed report of that column's runtime: the CPU column in benchmarks/cpu-
 the GPU column in benchmarks/nvidia-h100-80gb-hbm3/report.json (its latest Lab 04 entry: metrics,
 seconds, error text). A metric the report lacks is quoted as "awaits a GPU run", never as a figure.
 Lab 05's GPU column and full time come from benchmarks/nvidia-h200/report.json (its only GPU run
-with the current lab; the H100's were stopped by device limits).
+with the current lab; the H100's were stopped by device limits). Beyond "some value rounds to it",
+NAMED ties each key figure of Labs 00, 02, 04 and 05 to the one metric its words name (a swap of JAX's
+and torch's figures fails), and the H100 figures quoted in Lab 00's and Lab 04's text are checked too.
 """
 
 from __future__ import annotations
@@ -163,3 +165,149 @@ def test_lab01_schedule_figures_come_from_the_committed_h100_runs(guide: str) ->
         tiles, sk = (rc.measured_over_model(rc.h100_cublas(source), schedule=s) for s in ("tiles", "stream-k"))
         assert (int(beat), int(shapes), float(most)) == ((tiles > 1).sum(), len(tiles), round(tiles.max(), 2)), source
         assert (sk > 1).sum() == 0 and float(sk_most) == round(sk.max(), 2), source
+
+
+# ------------------------------------------------------------------ each quote tied to the figure it names
+# "Any value of the entry rounds to it" lets two figures trade places (JAX's speed-up quoted as torch's).
+# Here each quoted figure is found by the words around it and compared with the one metric it names.
+MFU_MEDIUM = ROOT / "benchmarks" / "nvidia-h100-80gb-hbm3" / "mfu_gpt2-medium.json"
+BF16_LOSS = ROOT / "benchmarks" / "nvidia-h100-80gb-hbm3" / "bf16_loss.json"
+H100_BF16_SPEC = 989.0  # TFLOP/s: the peak Lab 02's "of spec" divides by (labkit.runtime.hardware, H100 SXM)
+
+
+def _metrics(report: Path, lab: str) -> dict:
+    return lab_entry(json.loads(report.read_text()), lab)["metrics"]
+
+
+def _pct(key: str) -> Any:
+    return lambda m: 100 * m[key]
+
+
+NAMED: list[tuple[str, int, Any, str, tuple[Any, ...]]] = [  # (lab, column, source, pattern, one getter per group)
+    ("00", 0, lambda: _metrics(CPU_REPORT, "00_know_your_accelerator"),
+     r"matmul ([\d.]+) TFLOP/s \(bf16\), bandwidth (\d+) GB/s \(JAX stream in place; JAX read (\d+), torch read "
+     r"(\d+), torch copy (\d+)\), ridge ([\d.]+) FLOP/byte",
+     (lambda m: m["matmul_tflops_measured"], lambda m: m["bandwidth_gbs_stream_in_place_jax"],
+      lambda m: m["bandwidth_gbs_read_jax"], lambda m: m["bandwidth_gbs_read_torch"],
+      lambda m: m["bandwidth_gbs_copy_torch"], lambda m: m["ridge_flop_per_byte_measured"])),
+    ("00", 1, lambda: _metrics(GPU_REPORT, "00_know_your_accelerator"),
+     r"bf16 (\d+) TFLOP/s of (\d+) spec, fp32 (\d+), HBM read ([\d.]+) TB/s \(JAX; torch copy ([\d.]+)\), "
+     r"ridge (\d+) FLOP/byte",
+     (lambda m: m["matmul_tflops_measured"], lambda m: m["peak_tflops_spec"], lambda m: m["matmul_fp32_tflops_measured"],
+      lambda m: m["bandwidth_gbs_read_jax"] / 1e3, lambda m: m["bandwidth_gbs_copy_torch"] / 1e3,
+      lambda m: m["ridge_flop_per_byte_measured"])),
+    ("02", 1, lambda: _metrics(GPU_REPORT, "02_mfu"),
+     r"JAX ([\d.]+)%, torch\.compile ([\d.]+)% of spec \(([\d.]+)% / ([\d.]+)% of the measured (\d+) TFLOP/s\)",
+     (_pct("mfu_jax"), _pct("mfu_torch"), _pct("mfu_jax_vs_measured"), _pct("mfu_torch_vs_measured"),
+      lambda m: H100_BF16_SPEC * m["mfu_jax"] / m["mfu_jax_vs_measured"])),
+    ("02", 1, lambda: json.loads(MFU_MEDIUM.read_text()),
+     r"torch\.compile ([\d.]+)% of spec at ([\d.]+) ms/step .*?Flax ([\d.]+)% at ([\d.]+) ms/step",
+     (lambda m: 100 * m["torch"]["mfu_vs_spec"], lambda m: 1e3 * m["torch"]["step_time_s_median"],
+      lambda m: 100 * m["jax"]["mfu_vs_spec"], lambda m: 1e3 * m["jax"]["step_time_s_median"])),
+    ("04", 0, lambda: _metrics(CPU_REPORT, LAB),
+     r"without loss scaling: (\d+)% error \(best loss scale: ([\d.e-]+)\); bf16 final-loss gap to fp32 ([\d.]+) "
+     r"\(JAX\) against an init-to-init floor \(same batches\) of ([\d.]+).*?bf16 step at ([\d.]+)x \(JAX\) and "
+     r"([\d.]+)x \(torch\) the speed of fp32",
+     (_pct("fp16_grad_error_unscaled"), lambda m: m["fp16_grad_error_best_scale"],
+      lambda m: m["loss_gap_bf16_vs_fp32"]["jax"], lambda m: m["loss_noise_floor_fp32"]["jax"],
+      lambda m: m["bf16_speedup_vs_fp32_jax"], lambda m: m["bf16_speedup_vs_fp32_torch"])),
+    ("04", 1, lambda: _metrics(GPU_REPORT, LAB),
+     r"bf16 step ([\d.]+)x \(JAX\) and ([\d.]+)x \(torch\) faster than TF32, ([\d.]+)x and ([\d.]+)x faster than "
+     r"true fp32; bf16 loss gap to fp32 ([\d.]+) nats \(JAX, floor ([\d.]+)\) and ([\d.]+) \(torch, floor ([\d.]+)\)",
+     (lambda m: m["bf16_speedup_vs_tf32_jax"], lambda m: m["bf16_speedup_vs_tf32_torch"],
+      lambda m: m["bf16_speedup_vs_fp32_jax"], lambda m: m["bf16_speedup_vs_fp32_torch"],
+      lambda m: m["loss_gap_bf16_vs_fp32"]["jax"], lambda m: m["loss_noise_floor_fp32"]["jax"],
+      lambda m: m["loss_gap_bf16_vs_fp32"]["torch"], lambda m: m["loss_noise_floor_fp32"]["torch"])),
+    ("04", 1, lambda: _metrics(GPU_REPORT, LAB),
+     r"bf16 ends at ([\d.]+) against fp32's ([\d.]+), torch's three runs all end at ([\d.]+) to ([\d.]+)",
+     (lambda m: m["final_loss_per_precision"]["jax"]["bf16"], lambda m: m["final_loss_per_precision"]["jax"]["fp32"],
+      lambda m: min(m["final_loss_per_precision"]["torch"].values()),
+      lambda m: max(m["final_loss_per_precision"]["torch"].values()))),
+    ("04", 1, lambda: _metrics(GPU_REPORT, LAB), r"fp8 matmul ([\d.]+)x bf16 with quantization",
+     (lambda m: m["fp8_speedup_vs_bf16"],)),
+    *[("04", col, lambda r=rep: _metrics(r, LAB), r"fp8 recipe errors[^:]*: current ([\d.]+), delayed ([\d.]+), "
+       r"per-block ([\d.]+)", (lambda m: m["fp8_rel_err_current"], lambda m: m["fp8_rel_err_delayed"],
+                               lambda m: m["fp8_rel_err_block"])) for col, rep in ((0, CPU_REPORT), (1, GPU_REPORT))],
+    ("05", 1, lambda: _metrics(H200_REPORT, LAB05),
+     r"serves ([\d.]+)x JAX jit's tokens/s at batch 1 and ([\d.]+)x at batch 32, .*?steps ([\d.]+)x faster than eager "
+     r"at batch 1.*?top-1 agreement ([\d.]+), KL ([\d.e-]+)",
+     (lambda m: m["serve_best_torch_over_jax_batch1"], lambda m: m["serve_best_torch_over_jax_batch32"],
+      lambda m: m["serve_cuda_graph_step_speedup_batch1"], lambda m: m["bf16_top1_agreement"], lambda m: m["bf16_kl"])),
+]
+
+
+def named_mismatches(text: str, pattern: str, getters: tuple[Any, ...], metrics: dict) -> list[str]:
+    """Each group of ``pattern`` in ``text`` against the figure its getter names; a missing sentence is a mismatch."""
+    found = re.search(pattern, " ".join(text.split()))
+    if not found:
+        return [f"no sentence matches {pattern!r}"]
+    assert len(found.groups()) == len(getters), pattern
+    return [f"{num} (report: {get(metrics):.6g})" for num, get in zip(found.groups(), getters)
+            if not quoted_matches(num, "", get(metrics))]
+
+
+@pytest.mark.parametrize("lab, col, source, pattern, getters", NAMED, ids=[f"{n[0]}-{'cpu gpu'.split()[n[1]]}-{i}"
+                                                                        for i, n in enumerate(NAMED)])
+def test_each_quote_is_the_figure_it_names(guide: str, lab: str, col: int, source: Any, pattern: str,
+                                           getters: tuple[Any, ...]) -> None:
+    cell = lab_cells(guide, lab)[col]
+    bad = named_mismatches(cell, pattern, getters, source())
+    assert not bad, f"INSTRUCTOR.md Lab {lab} {'CPU GPU'.split()[col]} column: {bad}"
+
+
+def test_named_check_fails_when_two_figures_trade_places() -> None:
+    m = {"bf16_speedup_vs_tf32_jax": 1.83, "bf16_speedup_vs_tf32_torch": 2.34}
+    getters = (lambda m: m["bf16_speedup_vs_tf32_jax"], lambda m: m["bf16_speedup_vs_tf32_torch"])
+    pattern = r"bf16 ([\d.]+)x \(JAX\) and ([\d.]+)x \(torch\)"
+    assert named_mismatches("bf16 1.83x (JAX) and 2.34x (torch)", pattern, getters, m) == []
+    swapped = "bf16 2.34x (JAX) and 1.83x (torch)"
+    assert not unbacked(swapped, {"metrics": m})  # the any-value check lets the swap through ...
+    assert named_mismatches(swapped, pattern, getters, m) == ["2.34 (report: 1.83)", "1.83 (report: 2.34)"]  # ... this not
+    assert named_mismatches("reworded", pattern, getters, m) == [f"no sentence matches {pattern!r}"]
+
+
+def test_committed_figures_quoted_in_labs_00_and_04_are_the_reports() -> None:
+    """Lab 00's measured-vs-spec text and Lab 04's residual-stream text quote the H100 runs: each figure is checked."""
+    def markdown(nb: str, needle: str) -> str:
+        cells = json.loads((ROOT / "labs" / nb).read_text())["cells"]
+        return " ".join(" ".join("".join(c["source"]) for c in cells if needle in "".join(c["source"])).split())
+
+    e00 = lab_entry(json.loads(GPU_REPORT.read_text()), "00_know_your_accelerator")
+    m = e00["metrics"]
+    text = markdown("00_know_your_accelerator.ipynb", "## 5. Measured vs spec")
+    found = re.search(r"at commit (\w+)\) measured (\d+) of (\d+) TFLOP/s in bf16 \(([\d.]+)%\) and ([\d,]+) of "
+                      r"([\d,]+) GB/s \((\d+)%\)", text)
+    assert found, "Lab 00's measured-vs-spec text no longer quotes the H100 run: update this test with it"
+    commit, *nums = found.groups()
+    spec_bw = 3350.0  # GB/s, the H100 SXM datasheet (labkit.runtime.hardware)
+    want = (m["matmul_tflops_measured"], m["peak_tflops_spec"], 100 * m["matmul_tflops_measured"] / m["peak_tflops_spec"],
+            m["bandwidth_gbs_measured"], spec_bw, 100 * m["bandwidth_gbs_measured"] / spec_bw)
+    assert commit == e00["commit"]
+    assert all(quoted_matches(n.replace(",", ""), "", w) for n, w in zip(nums, want)), (nums, want)
+
+    j = _metrics(GPU_REPORT, LAB)["final_loss_per_precision"]
+    runs = json.loads(BF16_LOSS.read_text())["runs"]
+    text = markdown("04_mixed_precision.ipynb", "the residual stream")
+    found = re.search(r"JAX's bf16 run ended at ([\d.]+) nats, torch's bf16 run at ([\d.]+), and both fp32 runs at "
+                      r"([\d.]+)-([\d.]+)\. .*?ended ([\d.]+) nats below fp32 with cuDNN's attention and ([\d.]+) with "
+                      r"XLA's .*?at least ([\d.]+) nats", text)
+    assert found, "Lab 04's residual-stream text no longer quotes the H100 runs: update this test with it"
+    gap_cudnn, gap_xla = -runs["bf16"]["final_gap_vs_fp32"], -runs["bf16_xla"]["final_gap_vs_fp32"]
+    want = (j["jax"]["bf16"], j["torch"]["bf16"], min(j["jax"]["fp32"], j["torch"]["fp32"]),
+            max(j["jax"]["fp32"], j["torch"]["fp32"]), gap_cudnn, gap_xla, gap_cudnn - gap_xla)
+    bad = [(n, w) for n, w in zip(found.groups(), want) if not quoted_matches(n, "", w)]
+    # "at least": the text may round the difference down, never up
+    bad = [(n, w) for n, w in bad if not (n == found.group(7) and float(n) <= w)]
+    assert not bad, bad
+
+
+def test_open_finding_quotes_the_diagnosis_run(guide: str) -> None:
+    text = " ".join(guide.split("**Open finding on the H100:**", 1)[1].split("\n- ", 1)[0].split())
+    runs = json.loads(BF16_LOSS.read_text())["runs"]
+    j = _metrics(GPU_REPORT, LAB)["final_loss_per_precision"]["jax"]
+    found = re.search(r"\(([\d.]+) against ([\d.]+) nats in the full profile\).*?−([\d.]+) nats with cuDNN's, "
+                      r"−([\d.]+) with XLA's, fp16 on cuDNN's \+(\d+(?:\.\d+)?)", text)
+    assert found, "INSTRUCTOR.md's open finding no longer quotes the diagnosis: update this test with it"
+    want = (j["bf16"], j["fp32"], -runs["bf16"]["final_gap_vs_fp32"], -runs["bf16_xla"]["final_gap_vs_fp32"],
+            runs["fp16_scaled"]["final_gap_vs_fp32"])
+    assert all(quoted_matches(n, "", w) for n, w in zip(found.groups(), want)), (found.groups(), want)
