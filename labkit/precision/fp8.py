@@ -14,10 +14,12 @@ with XLA upcasting the fp8 operands (numerics identical, no speed-up): label it 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from labkit.measure.bench import Timing, check_number
 from labkit.runtime import hardware
 from labkit.precision.formats import dtype_of, format_info
 
@@ -191,3 +193,49 @@ def matmul_errors(m: int = 128, k: int = 256, n: int = 128, seed: int = 0,
                                  / np.linalg.norm(ref))
     return {"y (e4m3 x e4m3)": err(y, x64 @ w64), "dx (e5m2 x e4m3)": err(dx, g64 @ w64.T),
             "dw (e4m3 x e5m2)": err(dw, x64.T @ g64)}
+
+
+# ------------------------------------------------------------------------- measured speed
+
+
+@dataclass(frozen=True)
+class Fp8Speed:
+    """(Lab 04) fp8 vs bf16 matmul speed: with quantization, the GEMM alone, and the datasheet's ratio."""
+
+    speedup: float  # t_bf16 / t_fp8 (x): what a recipe gets, amax + cast included; > 1: fp8 faster
+    gemm_speedup: float  # t_bf16 / t_dot (x): the fp8 GEMM alone on operands quantized beforehand
+    cost_s: float  # t_fp8 - t_dot (s): what quantizing adds; below -jitter_s XLA compiled them differently
+    jitter_s: float  # the larger IQR of t_fp8 and t_dot (s); a |cost_s| within it is noise
+    spec_ratio: float  # datasheet fp8 / bf16 dense peak (x), 2.0 on an H100
+    case: str  # "cost" (cost_s > jitter_s), "noise" (|cost_s| <= jitter_s) or "faster" (cost_s < -jitter_s)
+    verdict: str  # the quantization cost as a sentence
+
+    def __str__(self) -> str:
+        return (f"spec fp8/bf16: {self.spec_ratio:.1f}x; measured {self.speedup:.2f}x with quantization, "
+                f"{self.gemm_speedup:.2f}x for the GEMM alone; {self.verdict}")
+
+
+def _seconds(t: Timing | float, name: str) -> tuple[float, float]:
+    """(median s, IQR s) of a bench Timing; a plain number of seconds has no spread."""
+    if isinstance(t, Timing):
+        med = check_number(f"{name} ({t.label or 'timing'}) median time (s)", t.median_s)
+        return med, t.spread * med  # spread is IQR / median
+    return check_number(f"{name} (s)", t, "pass a bench.Timing or seconds per call"), 0.0
+
+
+def speed_summary(t_bf16: Timing | float, t_fp8: Timing | float, t_dot: Timing | float,
+                  spec_ratio: float) -> Fp8Speed:
+    """(Lab 04) fp8 vs bf16 speed from three timings (bench.Timing or seconds): bf16, fp8 with quantization, GEMM alone."""
+    bf16_s, _ = _seconds(t_bf16, "t_bf16")
+    fp8_s, fp8_jit = _seconds(t_fp8, "t_fp8")
+    dot_s, dot_jit = _seconds(t_dot, "t_dot")
+    spec_ratio = check_number("spec_ratio (datasheet fp8 / bf16 peak)", spec_ratio, "e.g. 2.0 on an H100")
+    extra, jitter = fp8_s - dot_s, max(fp8_jit, dot_jit)  # seconds
+    if extra > jitter:
+        case, verdict = "cost", f"quantizing costs {extra * 1e3:.3f} ms"
+    elif extra >= -jitter:
+        case, verdict = "noise", f"quantizing's cost is inside the repeats' spread ({extra * 1e3:+.3f} ms)"
+    else:
+        case, verdict = "faster", (f"with quantizing it ran {-extra * 1e3:.3f} ms faster: XLA compiled the two "
+                                   "programs differently, not one plus a cast")
+    return Fp8Speed(bf16_s / fp8_s, bf16_s / dot_s, extra, jitter, spec_ratio, case, verdict)

@@ -7,6 +7,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from labkit.measure import bench
 from labkit.precision import fp8
 from labkit.runtime import hardware
 
@@ -80,3 +81,45 @@ def test_the_gemm_alone_equals_the_full_fp8_matmul() -> None:
     qw, sw = fp8.quantize_jax(w)
     assert qx.dtype == jnp.float8_e4m3fn and float(jnp.abs(qx.astype(jnp.float32)).max()) == 448.0
     np.testing.assert_array_equal(np.asarray(fp8.scaled_dot(qx, sx, qw, sw)), np.asarray(fp8.fp8_matmul(x, w)))
+
+
+def _timing(median_ms: float, iqr_ms: float = 0.0, label: str = "") -> bench.Timing:
+    """Five repeats with the given median and IQR (quartiles of (m-h, m-h, m, m+h, m+h) are m -/+ h), in ms."""
+    m, h = median_ms * 1e-3, iqr_ms * 1e-3 / 2
+    return bench.Timing((m - h, m - h, m, m + h, m + h), warmup=1, label=label)
+
+
+def test_speed_summary_ratios_match_hand_computation() -> None:
+    s = fp8.speed_summary(_timing(4.0), _timing(2.5), _timing(2.0), spec_ratio=1670.5 / 835.5)
+    assert s.speedup == pytest.approx(4.0 / 2.5) and s.gemm_speedup == pytest.approx(4.0 / 2.0)  # 1.6x, 2x
+    assert s.cost_s == pytest.approx(0.5e-3) and s.jitter_s == pytest.approx(0.0, abs=1e-12)
+    assert str(s) == ("spec fp8/bf16: 2.0x; measured 1.60x with quantization, 2.00x for the GEMM alone; "
+                      "quantizing costs 0.500 ms")
+    plain = fp8.speed_summary(4e-3, 2.5e-3, 2e-3, 2.0)  # plain seconds: no spread
+    assert (plain.speedup, plain.gemm_speedup, plain.case) == (pytest.approx(1.6), pytest.approx(2.0), "cost")
+
+
+@pytest.mark.parametrize("fp8_ms, dot_iqr_ms, case, words", [
+    (2.5, 0.2, "cost", "quantizing costs 0.500 ms"),  # 0.5 ms extra > 0.2 ms spread
+    (2.1, 0.2, "noise", "inside the repeats' spread (+0.100 ms)"),  # 0.1 ms extra, 0.2 ms spread
+    (1.9, 0.2, "noise", "inside the repeats' spread (-0.100 ms)"),
+    (1.5, 0.2, "faster", "ran 0.500 ms faster: XLA compiled the two programs differently"),  # -0.5 ms
+])
+def test_speed_summary_judges_the_quantization_cost_against_the_jitter(fp8_ms: float, dot_iqr_ms: float,
+                                                                      case: str, words: str) -> None:
+    s = fp8.speed_summary(_timing(4.0), _timing(fp8_ms), _timing(2.0, dot_iqr_ms), 2.0)
+    assert s.case == case and words in s.verdict and s.verdict in str(s)
+    assert s.cost_s == pytest.approx((fp8_ms - 2.0) * 1e-3) and s.jitter_s == pytest.approx(dot_iqr_ms * 1e-3)
+    no_jitter = fp8.speed_summary(_timing(4.0), _timing(fp8_ms), _timing(2.0), 2.0)  # same means, no spread
+    assert no_jitter.case == ("cost" if fp8_ms > 2.0 else "faster")
+
+
+def test_speed_summary_bad_input_names_the_value() -> None:
+    with pytest.raises(ValueError, match=r"t_fp8 \(s\) > 0 .*got -0.001"):
+        fp8.speed_summary(4e-3, -1e-3, 2e-3, 2.0)
+    with pytest.raises(ValueError, match=r"t_bf16 \(bf16\) median time \(s\) > 0 .*got 0.0"):
+        fp8.speed_summary(bench.Timing((0.0, 0.0, 0.0), 1, "bf16"), 2e-3, 2e-3, 2.0)
+    with pytest.raises(ValueError, match=r"t_dot \(s\) > 0 .*got nan"):
+        fp8.speed_summary(4e-3, 2e-3, float("nan"), 2.0)
+    with pytest.raises(ValueError, match=r"spec_ratio .*> 0 .*got 0"):
+        fp8.speed_summary(4e-3, 2e-3, 2e-3, 0)

@@ -28,3 +28,37 @@ def test_each_recipe_trains_within_the_noise_floor(fp32: tuple, recipe: str) -> 
     assert j.within_noise, j.sentence(recipe)
     assert losses != ref  # the casts did change something
     assert np.all(np.isfinite(losses))
+
+
+@pytest.mark.parametrize("recipe", recipes.RECIPES)
+def test_forward_operands_are_e4m3_and_gradients_e5m2(recipe: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every matmul's fp8 formats, recorded by a spy on qmatmul; the gradient operands found by value, not by name.
+
+    dL/dout is recomputed from the forward's output and the teacher, dL/dh from the backward matmul that
+    takes dL/dout and the ReLU mask: exactly these three operands per step must be e5m2, all others e4m3.
+    """
+    real, calls = fp8_train.qmatmul, []
+
+    def spy(a, b, rec, fmts, delayed, names):  # the real fp8 matmul, recording what went in and out
+        out = real(a, b, rec, fmts, delayed, names)
+        calls.append({"ops": (np.array(a), np.array(b)), "fmts": tuple(fmts), "names": tuple(names), "out": out})
+        return out
+
+    monkeypatch.setattr(fp8_train, "qmatmul", spy)
+    cfg = fp8_train.MLPConfig(steps=3)
+    fp8_train.train_mlp(recipe, cfg)
+    assert len(calls) == 5 * cfg.steps  # two forward, three backward matmuls per step
+    t1, t2 = fp8_train._teacher(cfg)
+    for step in range(cfg.steps):
+        fwd1, fwd2, *bwd = calls[5 * step: 5 * step + 5]
+        x, pre, out = fwd1["ops"][0], fwd1["out"], fwd2["out"]
+        g_out = (out - np.tanh(x @ t1) @ t2) / cfg.batch  # dL/dout of 0.5 * mean squared error
+        (g_h_call,) = [c for c in bwd if np.array_equal(c["ops"][0], g_out)]  # g_out @ w2^T
+        g_h = g_h_call["out"] * (pre > 0)
+        grads, found = (g_out, g_out.T, g_h, g_h.T), []
+        for c in (fwd1, fwd2, *bwd):
+            for op, fmt, name in zip(c["ops"], c["fmts"], c["names"]):
+                is_grad = any(op.shape == g.shape and np.array_equal(op, g) for g in grads)
+                found += [name] if is_grad else []
+                assert fmt == (recipes.E5M2 if is_grad else recipes.E4M3), f"step {step}: {name} cast to {fmt}"
+        assert sorted(found) == ["g_h", "g_out", "g_out"]  # dW2 and dx take g_out, dW1 takes g_h

@@ -134,6 +134,41 @@ def test_clipping_is_the_same_recipe_in_both_frameworks(tokens: np.ndarray, flat
     assert abs(free.losses[-1] - t.losses[-1]) > 10 * 2e-4  # the clip did change the run
 
 
+
+def test_fp16_loss_scaling_clips_the_unscaled_gradients_in_torch(tokens: np.ndarray, flat: dict,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """GradScaler.unscale_ comes before clip_grad_norm_: the clip sees the true gradient norm, not scale x it.
+
+    With unscale_ after the clip, the norm seen would be 2^16 x the true one, every update would be
+    clipped to ~1/65536 of its size, and this test's comparison with the fp32 norm would be off by that factor.
+    """
+    import torch
+
+    from labkit.gpt.data import Batcher, to_torch
+    from labkit.gpt.convert import load_flat_params
+    from labkit.gpt.torch_model import TorchGPT, torch_loss
+
+    real, seen = torch.nn.utils.clip_grad_norm_, []
+
+    def spy(params, max_norm, *args, **kwargs):  # the loop's clip, recording the total norm it was handed
+        total = real(params, max_norm, *args, **kwargs)  # norm before clipping
+        seen.append(float(total))
+        return total
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", spy)
+    tc = pt.TrainConfig(steps=2, batch=4, seq=CFG.seq_len, clip_norm=1.0, timed_from=0)
+    r = pt.train_torch(CFG, "fp16_scaled", tokens, tc, flat)
+    assert len(seen) == tc.steps and r.skipped == 0 and r.scales[0] == 2.0**16
+
+    # the true norm of step 0: fp32 gradients of the same initial weights on the run's first batch
+    x, y = (to_torch(a) for a in next(Batcher(tokens, tc.batch, tc.seq, seed=tc.seed)))
+    model = load_flat_params(TorchGPT(CFG), flat)
+    torch_loss(model, x, y).backward()
+    true = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in model.parameters()])))
+    assert 0 < true < 1e3  # a fresh model's gradient norm: far below the 2^16 scale
+    assert seen[0] == pytest.approx(true, rel=0.05)  # fp16 rounding only; a scaled norm would be 65536x
+    assert all(0 < s < 1e3 for s in seen)  # later steps too: never scale-sized
+
 def test_bad_input() -> None:
     with pytest.raises(ValueError, match="valid: fp32, bf16, fp16_scaled, fp16"):
         pt.check_precision("fp8")
