@@ -77,3 +77,23 @@ def test_bad_admit(model) -> None:
             engine.admit(0, np.array([], dtype=np.int64))
     with pytest.raises(ValueError, match="slots must be a positive integer, got 0"):
         slots.TorchSlots(model, 0, device="cpu")
+
+
+def _most_in_flight(traces: list[load.Trace]) -> int:
+    """Most requests between their first and last token at any one token time: rows busy at once."""
+    times = sorted({t for tr in traces for t in tr.token_s})
+    return max(sum(tr.token_s[0] <= x <= tr.token_s[-1] for tr in traces) for x in times)
+
+
+@pytest.mark.parametrize("policy", load.POLICIES)
+def test_a_burst_shares_every_row_and_still_gives_each_request_its_tokens(engines, requests_alone, policy) -> None:
+    # All 12 requests at t = 0: both rows are busy together (the batch is really shared, not one row at a
+    # time), never more than the engine has, and every request still gets exactly its tokens-alone.
+    reqs, alone = requests_alone
+    burst = [load.Request(r.id, 0.0, r.prompt, r.output_len) for r in reqs]
+    for engine in engines:
+        traces = load.serve_open_loop(burst, engine, policy)
+        assert all(np.array_equal(np.array(t.tokens), a) for t, a in zip(traces, alone)), f"{engine.name} {policy}"
+        assert _most_in_flight(traces) == 2, f"{engine.name} {policy}: rows busy at once"
+    one_at_a_time = load.alone(burst)  # arrivals spread out: never two in flight
+    assert _most_in_flight(load.serve_open_loop(one_at_a_time, engines[0], policy)) == 1
