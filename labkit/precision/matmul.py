@@ -74,6 +74,16 @@ def expected(platform: str, bf16: bool, chip: str = "") -> dict[str, str]:
             "torch": "fp32 on CPU ('medium' may use bf16 where oneDNN has fast bf16 kernels)"}
 
 
+def documented_level(platform: str, bf16: bool) -> str:
+    """(Lab 04) The emulated level (emulated_errors' key) JAX's DEFAULT fp32 matmul should behave like here.
+
+    TPU: one bf16 pass; Ampere-or-later GPU (bf16 tensor cores): TF32; an older GPU or a CPU: fp32.
+    """
+    if platform not in ("cpu", "gpu", "tpu"):
+        raise ValueError(f"platform must be 'cpu', 'gpu' or 'tpu' (jax.devices()[0].platform), got {platform!r}")
+    return {"tpu": "bf16", "gpu": "tf32" if bf16 else "fp32"}.get(platform, "fp32")
+
+
 def jax_errors(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
     """(Lab 04) Relative error vs float64 of jnp.matmul on fp32 inputs for each JAX precision."""
     import jax

@@ -1,11 +1,16 @@
 """labkit.precision.matmul: emulated levels are ordered, and this CPU computes true fp32."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 from labkit.precision import matmul as mp
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository: benchmarks/ holds the committed runs
 
 
 @pytest.fixture(scope="module")
@@ -56,3 +61,21 @@ def test_table_rows_and_documented_behaviour() -> None:
     assert "TF32" in mp.expected("gpu", True, "NVIDIA A100")["jax"]
     assert "bf16 pass" in mp.expected("tpu", True)["jax"]
     assert "no TF32" in mp.expected("gpu", False, "Tesla T4")["jax"]
+
+
+def test_documented_level_is_what_each_runtime_measured() -> None:
+    levels = set(mp.emulated_errors(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32)))
+    want = {("tpu", True): "bf16", ("gpu", True): "tf32", ("gpu", False): "fp32", ("cpu", False): "fp32",
+            ("cpu", True): "fp32"}  # a bf16-capable CPU still computes fp32 dots in fp32 (XLA:CPU)
+    for (platform, bf16), level in want.items():
+        assert mp.documented_level(platform, bf16) == level and level in levels
+    # This CPU, measured: JAX's DEFAULT row behaves like the documented level.
+    rows = mp.default_precision_table(32, 256, frameworks=("jax",))
+    got = next(r["behaves like"] for r in rows if r["framework"] == "jax" and r["setting"] == "DEFAULT")
+    assert got == mp.documented_level("cpu", False)
+    # The committed H100 run (Lab 04, full profile) measured TF32, as documented for an Ampere+ GPU.
+    report = json.loads((ROOT / "benchmarks" / "nvidia-h100-80gb-hbm3" / "report.json").read_text())
+    m = next(e for e in report["labs"] if e["name"] == "04_mixed_precision")["metrics"]
+    assert m["jax_default_matmul_behaves_like"] == mp.documented_level("gpu", True)
+    with pytest.raises(ValueError, match="platform must be 'cpu', 'gpu' or 'tpu'.*got 'cuda'"):
+        mp.documented_level("cuda", True)
