@@ -101,6 +101,7 @@ def _terminate_cleanly() -> Iterator[None]:
 
 
 def _verify(path: str, key: str | None) -> int:
+    """`labkit verify`: one line, exit 0 for a good bundle or weights file, 1 and the reason otherwise (Lab 05)."""
     from labkit.export import bundle, weights
 
     p = Path(path)
@@ -119,7 +120,12 @@ def _verify(path: str, key: str | None) -> int:
                 weights.refuse_pickle(p)
                 raise bundle.BundleError(f"{p.name}: not a bundle folder (or its {bundle.MANIFEST}) nor a "
                                          ".safetensors weights file")
-            print(bundle.verify(path, key).summary())
+            v = bundle.verify(path, key)
+            # Digests cannot tell a program exported for another config of the same shapes: deserializing
+            # each one checks the config its name carries and the platforms it was lowered for.
+            for name in v.manifest["programs"]:
+                v.program(name)
+            print(f"{v.summary()}; {len(v.manifest['programs'])} program(s) checked against the config")
     except (bundle.BundleError, OSError) as e:  # WeightsError is a BundleError: every refusal is one line
         print(f"labkit verify: REFUSED {e}", file=sys.stderr)
         return 1

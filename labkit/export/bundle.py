@@ -14,15 +14,16 @@ too. **Authenticity** (the signature) does: the verifier holds a key the bundle 
 
 :func:`verify` reads every file once into memory and checks, in this order and before anything is
 deserialized: the signature (when a key is given), the manifest's schema, the config digests that
-bind each program to the weights' config, each file's size and SHA-256, the safetensors header
-(structure only: lengths, offsets, no trailing bytes) and each tensor's SHA-256. Only
+bind each program to the weights' config, each file's kind (a regular file, not a link or a folder)
+and size (before it is read) and SHA-256, the safetensors header (structure only: exact JSON types,
+lengths, offsets, no trailing bytes) and each tensor's SHA-256. Only
 :meth:`Verified.tensors` and :meth:`Verified.program` then turn the *verified* bytes into arrays
 and a program. Any refusal is a :class:`BundleError` naming the file.
 
 Verifying imports nothing from labkit (numpy, and lazily cryptography and jax), so a fresh serving
 process loads this file by path and verifies a bundle without the course or the model code.
-Writing a bundle is ``labkit.export.publish.write``; :func:`sign` (never called in that process)
-writes bundle.sig through ``labkit.export.atomic``.
+Writing a bundle is ``labkit.export.publish.write``, signing it ``labkit.export.publish.sign``
+(keys from ``publish.new_ed25519_key``): neither runs in the serving process.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import os
 import re
+import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +72,22 @@ def program_tag(config: dict[str, Any], kind: str = "forward") -> str:
     return f"gpt_{kind}_cfg{config_digest(config)[:16]}"
 
 
+def parse_json(where: str, data: bytes | str, what: str = "not valid JSON",
+               error: type[BundleError] = BundleError) -> Any:
+    """json.loads that refuses with `error` naming the file: bad UTF-8, bad JSON, nesting too deep (Lab 05)."""
+    try:
+        return json.loads(data)
+    except RecursionError:  # "[[[[..." 100k deep: the parser recurses once per level and runs out of stack
+        raise error(f"{where}: {what} (nested too deeply to parse; a labkit file is a few levels deep)") from None
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise error(f"{where}: {what} ({e})") from None
+
+
+def _ints(x: Any) -> bool:
+    """A JSON list of ints >= 0; bools are ints to Python, so the type is compared exactly."""
+    return isinstance(x, list) and all(type(i) is int and i >= 0 for i in x)
+
+
 def parse_safetensors(data: bytes, where: str, total: int | None = None
                       ) -> tuple[dict[str, tuple[str, tuple[int, ...], int, int]], dict[str, str], int]:
     """Check a safetensors file's structure -> ({name: (dtype, shape, begin, end)}, metadata, data start) (Lab 05).
@@ -83,21 +102,23 @@ def parse_safetensors(data: bytes, where: str, total: int | None = None
     if n > MAX_HEADER_BYTES or 8 + n > total or 8 + n > len(data):
         raise BundleError(f"{where}: header length {n} bytes does not fit the {total}-byte file "
                           "(truncated, or not a safetensors file)")
-    try:
-        header = json.loads(data[8:8 + n])
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise BundleError(f"{where}: the safetensors header is not JSON ({e})") from None
+    header = parse_json(where, data[8:8 + n], "the safetensors header is not JSON")
     if not isinstance(header, dict):
         raise BundleError(f"{where}: the safetensors header is a {type(header).__name__}, not an object")
     meta = header.pop("__metadata__", None) or {}
+    if not (isinstance(meta, dict) and all(isinstance(v, str) for v in meta.values())):
+        raise BundleError(f"{where}: the header's __metadata__ must map names to strings, got {str(meta)[:80]}")
     tensors, spans = {}, []
     for name, t in header.items():
-        try:
-            dtype, shape, (begin, end) = t["dtype"], tuple(int(s) for s in t["shape"]), t["data_offsets"]
-            itemsize = ST_DTYPES[dtype][1]
-        except (KeyError, TypeError, ValueError):
-            raise BundleError(f"{where}: malformed header entry for tensor {name!r}: {str(t)[:120]}") from None
-        if end - begin != int(np.prod(shape, dtype=np.int64)) * itemsize or begin < 0:
+        # Exact types: "4" or 4.0 as an offset, or true as a dimension, is not a file safetensors wrote.
+        e = t if isinstance(t, dict) else {}
+        dtype, shape, offsets = e.get("dtype"), e.get("shape"), e.get("data_offsets")
+        if not (isinstance(dtype, str) and dtype in ST_DTYPES and _ints(shape) and _ints(offsets)
+                and len(offsets) == 2):
+            raise BundleError(f"{where}: malformed header entry for tensor {name!r}: {str(t)[:120]}; expected "
+                              '{"dtype": "F32", "shape": [ints], "data_offsets": [begin, end]}')
+        (begin, end), shape, itemsize = offsets, tuple(shape), ST_DTYPES[dtype][1]
+        if end - begin != math.prod(shape) * itemsize:  # Python ints: a huge shape cannot wrap around to fit
             raise BundleError(f"{where}: tensor {name!r} {dtype}{list(shape)} does not fit offsets {[begin, end]}")
         tensors[name] = (ST_DTYPES[dtype][0], shape, 8 + n + begin, 8 + n + end)
         spans.append((begin, end))
@@ -160,7 +181,7 @@ def _as_key(key: Key, private: bool) -> tuple[str, Any]:
                 obj = serialization.load_pem_public_key(k)
             elif k.lstrip().startswith(b"-----BEGIN"):  # another PEM kind must not become an HMAC secret
                 raise BundleError(f"{src}: a PEM of another kind ({k.lstrip()[:40]!r}); use an Ed25519 key "
-                                  "(labkit.export.bundle.new_ed25519_key)")
+                                  "(labkit.export.publish.new_ed25519_key)")
             elif len(k.strip()) < 16:
                 raise BundleError(f"{src}: an HMAC secret must be at least 16 bytes, got {len(k.strip())}; "
                                   "use e.g. secrets.token_bytes(32)")
@@ -180,34 +201,6 @@ def _as_key(key: Key, private: bool) -> tuple[str, Any]:
     return "ed25519", obj
 
 
-def new_ed25519_key() -> tuple[bytes, bytes]:
-    """A fresh Ed25519 key pair as PEM bytes (private, public); keep the private one off the bundle (Lab 05)."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import ed25519
-
-    sk = ed25519.Ed25519PrivateKey.generate()
-    return (sk.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption()),
-            sk.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-
-
-def _signature(raw: bytes, key: Key) -> bytes:
-    """bundle.sig's bytes for manifest bytes `raw`; the key is checked before anything is signed."""
-    alg, k = _as_key(key, private=True)
-    sig = hmac.new(k, raw, hashlib.sha256).digest() if alg == "hmac-sha256" else k.sign(raw)
-    return (json.dumps({"algorithm": alg, "signature": sig.hex()}) + "\n").encode()
-
-
-def sign(root: str | Path, key: Key) -> Path:
-    """Write bundle.sig: an Ed25519 (or HMAC-SHA256) signature over bundle.json's bytes (Lab 05)."""
-    from labkit.export.atomic import write_file
-
-    root = Path(root)
-    if not (root / MANIFEST).is_file():
-        raise BundleError(f"{root.name}/{MANIFEST}: no bundle here to sign (write it first)")
-    return write_file(root / SIGNATURE, _signature((root / MANIFEST).read_bytes(), key))
-
-
 def _check_signature(root: Path, raw: bytes, key: Key) -> str:
     """Verify bundle.sig over the manifest bytes with the caller's key; returns the algorithm."""
     from cryptography.exceptions import InvalidSignature
@@ -216,8 +209,8 @@ def _check_signature(root: Path, raw: bytes, key: Key) -> str:
     alg, k = _as_key(key, private=False)
     if not (root / SIGNATURE).is_file():
         raise BundleError(f"{where}: missing, but a key was given: an unsigned bundle is not authentic")
+    sig = parse_json(where, (root / SIGNATURE).read_bytes(), "not a labkit signature file")
     try:
-        sig = json.loads((root / SIGNATURE).read_text())
         got_alg, value = sig["algorithm"], bytes.fromhex(sig["signature"])
     except (ValueError, KeyError, TypeError) as e:
         raise BundleError(f"{where}: not a labkit signature file ({e})") from None
@@ -240,6 +233,18 @@ def _check_signature(root: Path, raw: bytes, key: Key) -> str:
 # ---------------------------------------------------------------- verifying and loading
 
 
+def _fields(where: str, prefix: str, obj: Any, fields: dict[str, type]) -> None:
+    """Refuse `obj` unless it is an object whose `fields` have these JSON types, its "file" a plain name."""
+    if not isinstance(obj, dict):
+        raise BundleError(f"{where}: {prefix.rstrip('.') or 'manifest'} is not an object")
+    for k, typ in fields.items():
+        if type(obj.get(k)) is not typ:  # exact, as json.loads builds them: true is not a byte count
+            got = "missing" if k not in obj else f"a {type(obj[k]).__name__}"
+            raise BundleError(f"{where}: field '{prefix}{k}' is {got}, expected a {typ.__name__}")
+    if "file" in fields and not _SAFE_NAME.match(obj["file"]):
+        raise BundleError(f"{where}: {prefix}file {obj['file']!r} is not a plain file name in the bundle")
+
+
 def _schema(m: Any, where: str) -> None:
     """Refuse a manifest whose shape is wrong, naming the first missing or mistyped field."""
     if not isinstance(m, dict):
@@ -249,38 +254,45 @@ def _schema(m: Any, where: str) -> None:
     if m.get("bundle_version") != VERSION:
         raise BundleError(f"{where}: bundle_version {m.get('bundle_version')!r}; this labkit reads {VERSION}. "
                           "Upgrade labkit or re-export the bundle.")
-    need = {"config": dict, "config_sha256": str, "weights": dict, "programs": dict}
     entry = {"file": str, "bytes": int, "sha256": str}
-    checks = [("", m, need), ("weights.", m.get("weights"), {**entry, "tensors": list})]
-    checks += [(f"programs.{k}.", p, {**entry, "platforms": list, "config_sha256": str})
-               for k, p in (m.get("programs") or {}).items()]
-    for prefix, obj, fields in checks:
-        if not isinstance(obj, dict):
-            raise BundleError(f"{where}: {prefix.rstrip('.') or 'manifest'} is not an object")
-        for k, typ in fields.items():
-            if not isinstance(obj.get(k), typ):
-                got = "missing" if k not in obj else f"a {type(obj[k]).__name__}"
-                raise BundleError(f"{where}: field '{prefix}{k}' is {got}, expected a {typ.__name__}")
-        if "file" in fields and not _SAFE_NAME.match(obj["file"]):
-            raise BundleError(f"{where}: {prefix}file {obj['file']!r} is not a plain file name in the bundle")
+    # The top level first: the checks below iterate "weights" and "programs", so they must be objects.
+    _fields(where, "", m, {"config": dict, "config_sha256": str, "weights": dict, "programs": dict})
+    _fields(where, "weights.", m["weights"], {**entry, "tensors": list})
+    for k, p in m["programs"].items():
+        _fields(where, f"programs.{k}.", p, {**entry, "platforms": list, "config_sha256": str})
     for i, t in enumerate(m["weights"]["tensors"]):
         if not (isinstance(t, list) and len(t) == 4 and isinstance(t[0], str) and isinstance(t[1], str)
-                and isinstance(t[2], list) and all(type(d) is int and d >= 0 for d in t[2]) and isinstance(t[3], str)):
+                and _ints(t[2]) and isinstance(t[3], str)):
             raise BundleError(f"{where}: weights.tensors[{i}] must be [name, dtype, shape, sha256], got {str(t)[:80]}")
     for k, p in m["programs"].items():
         if not all(isinstance(x, str) for x in p["platforms"]):
             raise BundleError(f"{where}: programs.{k}.platforms must list platform names, got {p['platforms']}")
 
 
+def _regular_size(p: Path, where: str) -> int:
+    """The size of a listed file that is a regular file in the bundle itself: not absent, a link or a folder."""
+    try:
+        st = p.lstat()  # lstat: a link is reported as a link, not as what it points to
+    except FileNotFoundError:
+        raise BundleError(f"{where}: listed in the manifest but missing") from None
+    if stat.S_ISLNK(st.st_mode):  # its target lies outside the bundle, and changes or vanishes without it
+        raise BundleError(f"{where}: a symbolic link; a bundle must hold its own files: replace the link "
+                          "with a copy of the file it points to")
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a device, pipe or socket"
+        raise BundleError(f"{where}: is {kind}, not a file; put the file the manifest lists in its place")
+    return st.st_size
+
+
 def _read(root: Path, entry: dict[str, Any]) -> bytes:
-    """A listed file's bytes, after its size and SHA-256 match the manifest."""
+    """A listed file's bytes, after its kind, size and SHA-256 match the manifest."""
     where, p = f"{root.name}/{entry['file']}", root / entry["file"]
-    if not p.is_file():
-        raise BundleError(f"{where}: listed in the manifest but missing")
-    data = p.read_bytes()
-    if len(data) != entry["bytes"]:
-        what = "empty" if not data else "truncated" if len(data) < entry["bytes"] else "has trailing bytes"
-        raise BundleError(f"{where}: {len(data)} bytes, the manifest says {entry['bytes']} ({what})")
+    size = _regular_size(p, where)
+    if size != entry["bytes"]:  # before reading: a file grown to gigabytes is refused without loading it
+        what = "empty" if not size else "truncated" if size < entry["bytes"] else "has trailing bytes"
+        raise BundleError(f"{where}: {size} bytes, the manifest says {entry['bytes']} ({what})")
+    with p.open("rb") as f:
+        data = f.read(size + 1)  # bounded: a file that grew since lstat fails the digest, unread
     if sha256(data) != entry["sha256"]:
         raise BundleError(f"{where}: SHA-256 {sha256(data)[:16]}... does not match the manifest's "
                           f"{entry['sha256'][:16]}...: the file was corrupted or replaced. Re-export it.")
@@ -331,6 +343,16 @@ class Verified:
                 f"{len(self.index)} tensors, {progs}, {size:.2f} MiB; digests match; signature: {self.signature}")
 
 
+def _weights_config(where: str, meta: dict[str, str]) -> dict[str, Any]:
+    """The config named by the weights' own manifest (labkit.export.weights), in their safetensors header."""
+    wm = parse_json(where, meta.get("labkit_manifest", "null"), "the labkit_manifest in its header is not JSON")
+    wcfg = wm.get("config") if isinstance(wm, dict) else None
+    if not isinstance(wcfg, dict):  # compared key by key with the bundle's config next
+        raise BundleError(f"{where}: no labkit weights manifest with a config (an object) in its header; "
+                          "write the weights with labkit.export.weights.save_weights")
+    return wcfg
+
+
 def verify(path: str | Path, key: Key | None = None) -> Verified:
     """Check a bundle (folder or its bundle.json) before anything is deserialized -> Verified (Lab 05)."""
     root = Path(path)
@@ -344,10 +366,7 @@ def verify(path: str | Path, key: Key | None = None) -> Verified:
     # Authenticity first: with a key, nothing the bundle says is believed before its signature checks.
     signature = _check_signature(root, raw, key) if key is not None else (
         "unchecked (no key given)" if (root / SIGNATURE).is_file() else "none")
-    try:
-        m = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise BundleError(f"{where}: not valid JSON ({e})") from None
+    m = parse_json(where, raw)
     _schema(m, where)
     if config_digest(m["config"]) != m["config_sha256"]:
         raise BundleError(f"{where}: config_sha256 does not match the config it sits next to")
@@ -366,10 +385,7 @@ def verify(path: str | Path, key: Key | None = None) -> Verified:
     for n, _, _, digest in listed:
         if sha256(blob[index[n][2]:index[n][3]]) != digest:
             raise BundleError(f"{wname}: tensor {n!r} does not match its SHA-256 in the manifest")
-    try:  # the weights carry their own manifest (labkit.export.weights): it must name the same config
-        wcfg = json.loads(meta["labkit_manifest"])["config"]
-    except (KeyError, TypeError, ValueError):
-        raise BundleError(f"{wname}: no labkit weights manifest with a config in its header") from None
+    wcfg = _weights_config(wname, meta)
     if wcfg != m["config"]:
         diff = {k: (wcfg.get(k), v) for k, v in m["config"].items() if wcfg.get(k) != v}
         raise BundleError(f"{wname}: written for another model config; (weights, bundle) differ in {diff}")

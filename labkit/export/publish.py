@@ -9,13 +9,15 @@ an interrupted process — leaves the previous bundle exactly as it was, signatu
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 from pathlib import Path
 from typing import Any
 
-from labkit.export.atomic import replace_folder
+from labkit.export.atomic import replace_folder, write_file
 from labkit.export.bundle import (FORMAT, MANIFEST, SIGNATURE, VERSION, WEIGHTS, _SAFE_NAME, BundleError, Key,
-                                  _signature, config_digest, parse_safetensors, sha256)
+                                  _as_key, config_digest, parse_safetensors, sha256)
 
 
 _RESERVED = ("format", "bundle_version", "config", "config_sha256", "weights", "programs")
@@ -84,3 +86,32 @@ def write(root: str | Path, config: dict[str, Any], weights: bytes, programs: di
     root.parent.mkdir(parents=True, exist_ok=True)
     replace_folder(root, files)  # an old bundle.sig goes with the old folder: it does not cover this manifest
     return manifest
+
+
+# ------------------------------------------------------------------ signing (the publisher's side)
+
+
+def new_ed25519_key() -> tuple[bytes, bytes]:
+    """A fresh Ed25519 key pair as PEM bytes (private, public); keep the private one off the bundle (Lab 05)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    sk = ed25519.Ed25519PrivateKey.generate()
+    return (sk.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption()),
+            sk.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+
+
+def _signature(raw: bytes, key: Key) -> bytes:
+    """bundle.sig's bytes for manifest bytes `raw`; the key is checked before anything is signed."""
+    alg, k = _as_key(key, private=True)
+    sig = hmac.new(k, raw, hashlib.sha256).digest() if alg == "hmac-sha256" else k.sign(raw)
+    return (json.dumps({"algorithm": alg, "signature": sig.hex()}) + "\n").encode()
+
+
+def sign(root: str | Path, key: Key) -> Path:
+    """Write bundle.sig: an Ed25519 (or HMAC-SHA256) signature over bundle.json's bytes (Lab 05)."""
+    root = Path(root)
+    if not (root / MANIFEST).is_file():
+        raise BundleError(f"{root.name}/{MANIFEST}: no bundle here to sign (write it first)")
+    return write_file(root / SIGNATURE, _signature((root / MANIFEST).read_bytes(), key))

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from labkit.export.atomic import write_file
-from labkit.export.bundle import MAX_HEADER_BYTES, BundleError, parse_safetensors, tensors_from
+from labkit.export.bundle import MAX_HEADER_BYTES, BundleError, parse_json, parse_safetensors, tensors_from
 from labkit.runtime import versions
 from labkit.gpt.config import GPTConfig, param_shapes
 from labkit.gpt.convert import flat_params_numpy, load_flat_params
@@ -171,10 +171,7 @@ def _parse_manifest(p: Path, meta: dict[str, str]) -> dict[str, Any]:
     if MANIFEST_KEY not in meta:
         raise WeightsError(f"{p.name} has no labkit manifest (metadata key {MANIFEST_KEY!r}); "
                            "write it with labkit.export.weights.save_weights")
-    try:
-        manifest = json.loads(meta[MANIFEST_KEY])
-    except json.JSONDecodeError as e:
-        raise WeightsError(f"{p.name}: the manifest is not valid JSON ({e})") from None
+    manifest = parse_json(p.name, meta[MANIFEST_KEY], "the manifest is not valid JSON", WeightsError)
     if not isinstance(manifest, dict):
         raise WeightsError(f"{p.name}: the manifest is a JSON {type(manifest).__name__}, not an object")
     if manifest.get("format") != FORMAT:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -10,17 +11,19 @@ import pytest
 from flax import nnx
 
 from labkit.course import cli
-from labkit.export import bundle, routes
+from labkit.export import bundle, publish, routes
 from labkit.gpt.config import get_config
 from labkit.gpt.flax_model import FlaxGPT
+from tests.export.test_bundle import BAD, DEEP, P, _entry, _rehash
 
-SK, PK = bundle.new_ed25519_key()
+SK, PK = publish.new_ed25519_key()
 
 
 @pytest.fixture(scope="module")
 def signed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("cli")
     routes.save_bundle(FlaxGPT(get_config("test"), rngs=nnx.Rngs(0)), d / "gpt", key=SK)
+    routes.save_bundle(FlaxGPT(get_config("test", n_head=4), rngs=nnx.Rngs(1)), d / "nhead4")  # same shapes
     (d / "pub.pem").write_bytes(PK)
     return d
 
@@ -35,6 +38,7 @@ def test_verify_good_bundle_one_line(signed: Path, capsys: pytest.CaptureFixture
     code, out, err = _run(capsys, str(signed / "gpt"), "--key", str(signed / "pub.pem"))
     assert code == 0 and err == "" and len(out.splitlines()) == 1
     assert out.startswith("OK gpt: GPT 2x32") and "signature: ed25519" in out
+    assert out.endswith("; 1 program(s) checked against the config")
     code, out, _ = _run(capsys, str(signed / "gpt" / "bundle.json"))
     assert code == 0 and "signature: unchecked (no key given)" in out
 
@@ -86,6 +90,44 @@ def test_verify_refuses_in_one_line_never_a_traceback(signed: Path, tmp_path: Pa
     (tmp_path / "k1").write_bytes(b"k")
     code, _, err = _run(capsys, str(signed / "gpt"), "--key", str(tmp_path / "k1"))
     assert code == 1 and "REFUSED key file k1: an HMAC secret must be at least 16 bytes" in err
+
+
+def _refused_in_one_line(capsys: pytest.CaptureFixture, match: str, *argv: str) -> None:
+    code, out, err = _run(capsys, *argv)
+    assert code == 1 and out == "" and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert re.search(match, err), err
+
+
+@pytest.mark.parametrize("case", ["programs a list", "manifest nested 100000 deep", "offsets strings, digests recomputed",
+                                  "weights manifest config a list, digests recomputed", "weights grown to 600 MB",
+                                  "weights a link to a copy outside", "weights a folder"])
+def test_verify_refuses_audited_inputs(case: str, signed: Path, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture) -> None:
+    root = Path(shutil.copytree(signed / "gpt", tmp_path / "gpt"))
+    make, match = BAD[case]  # the loader's own table: the command says what the loader says
+    make(root)
+    _refused_in_one_line(capsys, "labkit verify: REFUSED " + match, str(root))
+
+
+def test_verify_refuses_deep_signature_and_malformed_bare_weights(signed: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    root = Path(shutil.copytree(signed / "gpt", tmp_path / "gpt"))
+    (root / bundle.SIGNATURE).write_text(DEEP)
+    _refused_in_one_line(capsys, r"gpt/bundle.sig: not a labkit signature file \(nested too deeply",
+                         str(root), "--key", str(signed / "pub.pem"))
+    x = tmp_path / "x.safetensors"
+    shutil.copy(signed / "gpt" / bundle.WEIGHTS, x)
+    _entry(x, "data_offsets", lambda o: list(map(str, o)))
+    _refused_in_one_line(capsys, r"REFUSED x.safetensors: malformed header entry for tensor", str(x))
+
+
+def test_verify_checks_every_program(signed: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # n_head=4's program in an n_head=2 bundle, re-digested: the digests agree; only deserializing tells.
+    root = Path(shutil.copytree(signed / "gpt", tmp_path / "gpt"))
+    shutil.copy(signed / "nhead4" / P, root / P)
+    _rehash(root)
+    _refused_in_one_line(capsys, rf"REFUSED gpt/{P}: exported as 'gpt_forward_cfg\w+', .*different model config",
+                         str(root))
 
 
 def test_verify_bare_weights_file(signed: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
+import tracemalloc
 from pathlib import Path
 from typing import Any, Callable
 
@@ -12,7 +14,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from labkit.export import bundle, routes
+from labkit.export import bundle, publish, routes
 from labkit.export.bundle import BundleError
 from labkit.gpt.config import get_config
 from labkit.gpt.convert import flat_params_numpy
@@ -21,7 +23,7 @@ from labkit.gpt.torch_model import TorchGPT
 
 CFG = get_config("test")  # n_head=2, d_model=32
 CFG4 = get_config("test", n_head=4)  # same tensor shapes as CFG, another model
-SK, PK = bundle.new_ed25519_key()
+SK, PK = publish.new_ed25519_key()
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +84,42 @@ def _huge_header(path: Path) -> None:
     path.write_bytes(struct.pack("<Q", 2**62) + raw[8:])
 
 
+def _header(path: Path, fn: Callable[[dict[str, Any]], Any]) -> None:
+    """Rewrite a safetensors file's JSON header, edited in place by fn; the tensor bytes stay."""
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    fn(header)
+    text = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+
+
+def _entry(path: Path, key: str, fn: Callable[[list[int]], list[Any]]) -> None:
+    """Rewrite `key` ("shape" or "data_offsets") of the header's first 1-D tensor with fn."""
+    def edit(h: dict[str, Any]) -> None:
+        t = next(t for k, t in h.items() if k != "__metadata__" and len(t["shape"]) == 1)
+        t[key] = fn(t[key])
+    _header(path, edit)
+
+
+def _weights_config(path: Path, config: Any) -> None:
+    """Replace the config in the weights' own labkit_manifest (safetensors metadata)."""
+    def edit(h: dict[str, Any]) -> None:
+        h["__metadata__"]["labkit_manifest"] = json.dumps({**json.loads(h["__metadata__"]["labkit_manifest"]),
+                                                           "config": config})
+    _header(path, edit)
+
+
+def _link_outside(path: Path) -> None:
+    """Move a file out of the bundle and leave a symbolic link to it: same bytes, same digest."""
+    target = path.parent.parent / f"outside-{path.name}"
+    shutil.move(path, target)
+    path.symlink_to(target)
+
+
 W, P = bundle.WEIGHTS, "forward.jaxexport"
+DEEP = "[" * 100_000 + "]" * 100_000  # valid JSON that once overflowed json's recursion: RecursionError
+MALFORMED = rf"gpt/{W}: malformed header entry for tensor '[\w.]+': .*"
 TENSOR_ENTRY = r"weights.tensors\[0\] must be \[name, dtype, shape, sha256\]"
 BAD: dict[str, tuple[Callable[[Path], Any], str]] = {
     "weights one flipped bit": (lambda r: _flip(r / W), rf"gpt/{W}: SHA-256 .* does not match"),
@@ -118,6 +155,32 @@ BAD: dict[str, tuple[Callable[[Path], Any], str]] = {
     "weights huge header, digests recomputed": (lambda r: (_huge_header(r / W), _rehash(r)),
                                                 rf"gpt/{W}: header length 4611686018427387904 bytes does not fit"),
     "tensor edited, digests recomputed": (lambda r: (_flip(r / W), _rehash(r)), None),  # integrity cannot tell
+    # An audit's inputs: each once escaped as a raw Python error, was read in full, or was accepted.
+    "programs a list": (lambda r: _edit(r, lambda m: m.update(programs=[1])),
+                        r"gpt/bundle.json: field 'programs' is a list, expected a dict"),
+    "weights a list": (lambda r: _edit(r, lambda m: m.update(weights=[1])),
+                       r"gpt/bundle.json: field 'weights' is a list, expected a dict"),
+    "byte count a bool": (lambda r: _edit(r, lambda m: m["weights"].update(bytes=True)),
+                          r"gpt/bundle.json: field 'weights.bytes' is a bool, expected a int"),
+    "manifest nested 100000 deep": (lambda r: (r / bundle.MANIFEST).write_text(DEEP),
+                                    r"gpt/bundle.json: not valid JSON \(nested too deeply"),
+    "offsets strings, digests recomputed": (lambda r: (_entry(r / W, "data_offsets", lambda o: list(map(str, o))),
+                                                       _rehash(r)), MALFORMED + r"\['\d+', '\d+'\]"),
+    "offsets floats, digests recomputed": (lambda r: (_entry(r / W, "data_offsets", lambda o: list(map(float, o))),
+                                                      _rehash(r)), MALFORMED + r"\[\d+\.0, \d+\.0\]"),
+    "shape strings, digests recomputed": (lambda r: (_entry(r / W, "shape", lambda s: list(map(str, s))), _rehash(r)),
+                                          MALFORMED + r"'shape': \['\d+'\]"),
+    "shape with a bool, digests recomputed": (lambda r: (_entry(r / W, "shape", lambda s: [*s, True]), _rehash(r)),
+                                              MALFORMED + r"'shape': \[\d+, True\]"),
+    "weights header nested 50000 deep, digests recomputed": (
+        lambda r: ((r / W).write_bytes(struct.pack("<Q", 250_000) + b'{"a":' * 50_000), _rehash(r)),
+        rf"gpt/{W}: the safetensors header is not JSON \(nested too deeply"),
+    "weights manifest config a list, digests recomputed": (lambda r: (_weights_config(r / W, [1, 2]), _rehash(r)),
+                                                           rf"gpt/{W}: no labkit weights manifest with a config"),
+    "weights grown to 600 MB": (lambda r: os.truncate(r / W, 600 * 2**20),  # sparse: no disk used
+                                rf"gpt/{W}: 629145600 bytes, the manifest says \d+ \(has trailing bytes\)"),
+    "weights a link to a copy outside": (lambda r: _link_outside(r / W), rf"gpt/{W}: a symbolic link"),
+    "weights a folder": (lambda r: ((r / W).unlink(), (r / W).mkdir()), rf"gpt/{W}: is a folder, not a file"),
 }
 
 
@@ -143,6 +206,23 @@ def test_bad_bundle_refused_with_file_named_and_nothing_loaded(case: str, good: 
     else:
         _refused(good, match)
     _refused(good, r"gpt/bundle.json: the signature does not match|" + (match or "^$"), key=PK)
+
+
+def test_oversized_file_refused_before_it_is_read(good: Path) -> None:
+    os.truncate(good / W, 600 * 2**20)  # the size in the manifest refuses it: its 600 MB are never read
+    tracemalloc.start()
+    try:
+        with pytest.raises(BundleError, match=rf"gpt/{W}: 629145600 bytes"):
+            bundle.verify(good)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20, f"refusing took {peak / 2**20:.0f} MiB: the file was read"
+
+
+def test_deeply_nested_signature_refused(good: Path) -> None:
+    (good / bundle.SIGNATURE).write_text(DEEP)
+    _refused(good, r"gpt/bundle.sig: not a labkit signature file \(nested too deeply", key=PK)
 
 
 def test_good_bundle_loads_and_summarises(good: Path) -> None:
@@ -183,7 +263,7 @@ def test_consistent_but_broken_artifact_is_a_bundle_error(good: Path) -> None:
 
 def test_signatures_hmac_wrong_key_and_algorithm(good: Path, tmp_path: Path) -> None:
     secret = b"a-shared-secret-of-32-bytes-long"
-    bundle.sign(good, secret)
+    publish.sign(good, secret)
     assert bundle.verify(good, secret).signature == "hmac-sha256"
     with pytest.raises(BundleError, match="the signature does not match"):
         bundle.verify(good, b"another-secret-of-32-bytes-long!")
@@ -192,8 +272,8 @@ def test_signatures_hmac_wrong_key_and_algorithm(good: Path, tmp_path: Path) -> 
     (good / bundle.SIGNATURE).unlink()
     with pytest.raises(BundleError, match="bundle.sig: missing, but a key was given"):
         bundle.verify(good, secret)
-    bundle.sign(good, SK)
-    other_pk = bundle.new_ed25519_key()[1]
+    publish.sign(good, SK)
+    other_pk = publish.new_ed25519_key()[1]
     with pytest.raises(BundleError, match="the signature does not match"):
         bundle.verify(good, other_pk)
     (tmp_path / "pub.pem").write_bytes(PK)
@@ -205,21 +285,21 @@ def test_signatures_hmac_wrong_key_and_algorithm(good: Path, tmp_path: Path) -> 
 def test_a_str_key_is_a_file_path_never_a_secret(good: Path, tmp_path: Path) -> None:
     sig = (good / bundle.SIGNATURE).read_bytes()
     typo = str(tmp_path / "sk_typo.pem")  # once silently used as an HMAC secret anyone could guess
-    for call in (lambda: bundle.sign(good, typo), lambda: bundle.verify(good, typo)):
+    for call in (lambda: publish.sign(good, typo), lambda: bundle.verify(good, typo)):
         with pytest.raises(BundleError, match=rf"key file '{typo}' does not exist: pass the path"):
             call()
     with pytest.raises(BundleError, match="is a folder"):
-        bundle.sign(good, tmp_path)
+        publish.sign(good, tmp_path)
     with pytest.raises(BundleError, match="a PEM key given as str: pass it as bytes"):
-        bundle.sign(good, SK.decode())
+        publish.sign(good, SK.decode())
     with pytest.raises(BundleError, match=r"key must be bytes .*got int 12345"):
-        bundle.sign(good, 12345)
+        publish.sign(good, 12345)
     (tmp_path / "k1").write_bytes(b"k")
     with pytest.raises(BundleError, match="key file k1: an HMAC secret must be at least 16 bytes, got 1"):
-        bundle.sign(good, tmp_path / "k1")
+        publish.sign(good, tmp_path / "k1")
     assert (good / bundle.SIGNATURE).read_bytes() == sig  # no refused key wrote a signature
     (tmp_path / "secret").write_bytes(b"a-shared-secret-of-32-bytes-long")
-    bundle.sign(good, str(tmp_path / "secret"))  # a secret *file*, by str path, is the way to pass one
+    publish.sign(good, str(tmp_path / "secret"))  # a secret *file*, by str path, is the way to pass one
     assert bundle.verify(good, b"a-shared-secret-of-32-bytes-long").signature == "hmac-sha256"
 
 

@@ -17,7 +17,7 @@ from labkit.gpt.config import get_config
 from labkit.gpt.torch_model import TorchGPT
 
 CFG = get_config("test")
-SK, PK = bundle.new_ed25519_key()
+SK, PK = publish.new_ed25519_key()
 WB = weights.weights_bytes(TorchGPT(CFG))[0]  # safetensors bytes: no JAX program needed here
 
 

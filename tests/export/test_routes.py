@@ -15,7 +15,7 @@ from flax import nnx
 
 from labkit.runtime import device
 
-from labkit.export import routes as export, stablehlo as export_hlo, bundle, kv_cache
+from labkit.export import routes as export, stablehlo as export_hlo, bundle, kv_cache, publish
 from labkit.gpt.flax_model import FlaxGPT
 from labkit.gpt.convert import flax_to_torch, flat_params_numpy
 from labkit.gpt.config import get_config
@@ -90,7 +90,7 @@ def test_fresh_process_refuses_what_the_loader_refuses(artifact, tmp_path: Path)
     (root / bundle.WEIGHTS).write_bytes(raw)
     with pytest.raises(bundle.BundleError, match=r"gpt/weights.safetensors: SHA-256 .* does not match"):
         export_hlo.run_fresh_process(root, _tokens(1, 4))
-    sk, pk = bundle.new_ed25519_key()
+    sk, pk = publish.new_ed25519_key()
     (tmp_path / "pub.pem").write_bytes(pk)
     with pytest.raises(bundle.BundleError, match=r"gpt/bundle.sig: missing, but a key was given"):
         export_hlo.run_fresh_process(artifact[0], _tokens(1, 4), key=tmp_path / "pub.pem")
@@ -125,7 +125,7 @@ def test_save_bundle_refuses_bad_programs_and_keys_before_writing(tmp_path: Path
     from labkit.gpt.torch_model import TorchGPT
 
     m, root = TorchGPT(CFG), tmp_path / "gpt"
-    sk, pk = bundle.new_ed25519_key()
+    sk, pk = publish.new_ed25519_key()
     export.save_bundle(m, root, programs=(), key=sk)  # no programs: nothing to compile
     before = {p.name: p.read_bytes() for p in root.iterdir()}
     (tmp_path / "pk.pem").write_bytes(pk)

@@ -226,12 +226,37 @@ def test_convert_trusted_checkpoint_uses_weights_only(tmp_path: Path, flax_model
     assert not (tmp_path / "evil.safetensors").exists()
 
 
+def _st(header: dict[str, Any] | bytes, data: bytes = b"") -> bytes:
+    """A safetensors file's bytes: 8-byte little-endian header length, the JSON header, the tensor data."""
+    text = header if isinstance(header, bytes) else json.dumps(header).encode()
+    return len(text).to_bytes(8, "little") + text + data
+
+
+def _one(**entry: Any) -> bytes:
+    """A file holding one F32 tensor of 4 bytes whose header entry has `entry` edited (e.g. string offsets)."""
+    return _st({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4], **entry}}, b"\0" * 4)
+
+
+MALFORMED = r"bad.safetensors: malformed header entry for tensor 'a': "
+
+
 @pytest.mark.parametrize("case, make, match", [
     ("truncated", lambda raw: raw[:-100], r"bad.safetensors: 100 bytes missing \(truncated\)"),
     ("trailing zeros", lambda raw: raw + b"\0" * 64, r"bad.safetensors: 64 trailing bytes after the tensors"),
     ("huge header length", lambda raw: (2**62).to_bytes(8, "little") + raw[8:],
      r"bad.safetensors: header length 4611686018427387904 bytes does not fit"),
     ("empty", lambda raw: b"", r"bad.safetensors: 0 bytes, too short"),
+    # Each once a raw TypeError or RecursionError: exact JSON types, bounded nesting.
+    ("offsets strings", lambda raw: _one(data_offsets=["0", "4"]), MALFORMED + r".*\['0', '4'\]"),
+    ("offsets floats", lambda raw: _one(data_offsets=[0.0, 4.0]), MALFORMED + r".*\[0\.0, 4\.0\]"),
+    ("shape strings", lambda raw: _one(shape=["1"]), MALFORMED + r".*'shape': \['1'\]"),
+    ("shape a bool", lambda raw: _one(shape=[True]), MALFORMED + r".*'shape': \[True\]"),
+    ("header nested 50000 deep", lambda raw: _st(b'{"a":' * 50_000),
+     r"bad.safetensors: the safetensors header is not JSON \(nested too deeply"),
+    ("metadata not strings", lambda raw: _st({"__metadata__": {MANIFEST_KEY: 5}}),
+     r"bad.safetensors: the header's __metadata__ must map names to strings"),
+    ("manifest nested 100000 deep", lambda raw: _st({"__metadata__": {MANIFEST_KEY: "[" * 100_000}}),
+     r"bad.safetensors: the manifest is not valid JSON \(nested too deeply"),
 ])
 def test_broken_safetensors_named_in_the_error(case: str, make: Callable[[bytes], bytes], match: str,
                                                tmp_path: Path, good: Path, target: Any) -> None:
