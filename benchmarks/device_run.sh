@@ -15,7 +15,8 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-out}
 BUDGET_S=${BUDGET_S:-570}
 JOBS=${JOBS:-"lab05 bf16-loss lab04 mfu-medium lab02 precision lab01"}
-# Issue 15 alone (two calls of ~10 min): JOBS="lab02 mfu-medium", then JOBS="lab00 lab01 peak" (peak: estimated).
+# One call each, within BUDGET_S=570 by SECONDS_OF: JOBS="lab02" | "mfu-medium lab00 lab01 peak" | "lab05 precision"
+# | "lab04" (issue 15: the first two; issues 17 and 18: the last two; peak's time is an estimate).
 
 # Seconds each job took on an H100/H200 with the GPU to itself (lab02 468 s, lab05 301 s; the others
 # beside other work, or estimated): a job is not started with less than this left.

@@ -242,7 +242,7 @@ class XlaCount:
         return self.flops_per_device * self.n_devices
 
     @property
-    def matmul_share(self) -> float | None:
+    def matmul_flop_share(self) -> float | None:
         """Matmul FLOPs over all-op FLOPs before optimisation; None where this JAX cannot count all ops (Lab 02)."""
         if not (math.isfinite(self.flops_program) and self.flops_program > 0):
             return None  # program_flops said "unknown" (no backend count, no CPU fallback): no share to judge

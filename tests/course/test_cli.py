@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,14 @@ def test_verify_checks_every_program(signed: Path, tmp_path: Path, capsys: pytes
     _rehash(root)
     _refused_in_one_line(capsys, rf"REFUSED gpt/{P}: exported as 'gpt_forward_cfg\w+', .*different model config",
                          str(root))
+
+
+def test_verify_without_jax_checks_the_digests_and_says_so(signed: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setitem(sys.modules, "jax", None)  # `import jax` now raises ImportError, as on a torch-only host
+    code, out, err = _run(capsys, str(signed / "gpt"), "--key", str(signed / "pub.pem"))
+    assert code == 0 and err == "" and len(out.splitlines()) == 1 and "signature: ed25519" in out
+    assert out.rstrip().endswith("programs not deserialized (jax is not installed here): digests only"), out
 
 
 def test_verify_bare_weights_file(signed: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -236,12 +236,12 @@ def test_program_flops_is_none_when_the_private_cpu_analysis_is_gone(monkeypatch
     monkeypatch.delattr(_jax, "hlo_module_cost_analysis")
     assert flops.program_flops(_plugin_lowered(lowered, None)) is None  # "unknown", not a crash
 
-def test_matmul_share_is_none_where_all_ops_are_unknown() -> None:
+def test_matmul_flop_share_is_none_where_all_ops_are_unknown() -> None:
     known = flops.XlaCount(flops_per_device=130.0, n_devices=1, matmul_flops=100, flops_program=125.0)
-    assert known.matmul_share == 100 / 125
+    assert known.matmul_flop_share == 100 / 125
     for unknown in (float("nan"), 0.0):  # program_flops said None (stored NaN), or a count of nothing
-        assert flops.XlaCount(130.0, 1, 100, unknown).matmul_share is None
-    assert flops.XlaCount(130.0, 1, 100).matmul_share is None  # the default: not counted
+        assert flops.XlaCount(130.0, 1, 100, unknown).matmul_flop_share is None
+    assert flops.XlaCount(130.0, 1, 100).matmul_flop_share is None  # the default: not counted
 
 
 def _plugin_compiled(lowered: object, compiled_answer: object, program_answer: object) -> object:
@@ -271,7 +271,7 @@ def test_xla_count_says_unknown_where_the_compiled_count_is_missing(compiled_ans
     lowered = jax.jit(lambda a, w: a @ w).lower(jnp.ones((8, 16)), jnp.ones((16, 4)))
     c = flops.xla_count(_plugin_compiled(lowered, compiled_answer, None))  # program count: the CPU fallback
     assert math.isnan(c.flops_per_device) and c.matmul_flops == 2 * 8 * 16 * 4
-    assert c.flops_program == 2 * 8 * 16 * 4 and c.matmul_share == 1.0  # the pre-optimisation count still answers
+    assert c.flops_program == 2 * 8 * 16 * 4 and c.matmul_flop_share == 1.0  # the pre-optimisation count still answers
 
 
 def test_xla_count_without_any_all_op_count_gives_no_share(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -281,4 +281,4 @@ def test_xla_count_without_any_all_op_count_gives_no_share(monkeypatch: pytest.M
     lowered = jax.jit(lambda a, w: a @ w).lower(jnp.ones((8, 16)), jnp.ones((16, 4)))
     monkeypatch.delattr(_jax, "hlo_module_cost_analysis")
     c = flops.xla_count(_plugin_compiled(lowered, None, None))
-    assert math.isnan(c.flops_program) and c.matmul_share is None and c.matmul_flops == 2 * 8 * 16 * 4
+    assert math.isnan(c.flops_program) and c.matmul_flop_share is None and c.matmul_flops == 2 * 8 * 16 * 4
