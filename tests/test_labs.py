@@ -141,3 +141,20 @@ def test_instructor_guide_covers_every_lab() -> None:
         assert re.search(rf"^\| {num} \|", guide, re.M), f"INSTRUCTOR.md's key-numbers table lacks lab {num}"
     for heading in ("Before the workshop", "Workshop agendas", "One day", "Two days"):
         assert heading in guide
+
+
+def test_readme_smoke_column_is_the_committed_benchmark() -> None:
+    """The README's "smoke on 2-core CPU" column and its source line quote benchmarks/results/labs_smoke_*.json."""
+    readme = (ROOT / "README.md").read_text()
+    found = re.search(r"`benchmarks/results/labs_smoke_<host>\.json` \(the CPU column: [^,]+, (\d{4}-\d\d-\d\d), "
+                      r"commit (\w+)\)", " ".join(readme.split()))
+    assert found, "the README no longer names the smoke benchmark's date and commit: update this test with it"
+    runs = [json.loads(p.read_text()) for p in sorted((ROOT / "benchmarks" / "results").glob("labs_smoke_*.json"))]
+    run = next((r for r in runs if r["date"] == found.group(1) and r["commit"].startswith(found.group(2))), None)
+    assert run, f"no committed labs_smoke_*.json from {found.groups()}"
+    for lab in run["labs"]:
+        num = lab["lab"][:2]
+        row = next(line for line in readme.splitlines() if line.startswith(f"| [{num} "))
+        quoted = re.search(r"\| (\d+) s \(target (\d+) s\) \|", row)
+        assert quoted, f"README row {num} has no 'N s (target T s)' smoke cell"
+        assert (int(quoted.group(1)), int(quoted.group(2))) == (round(lab["seconds"]), lab["target_s"]), (num, lab)
