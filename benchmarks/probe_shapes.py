@@ -1,51 +1,89 @@
-"""A probe of bf16 GEMM shapes on one GPU: torch (cuBLAS) and JAX (XLA) at the edges Lab 01 teaches (Lab 01).
+"""Benchmark (Lab 01): GEMMs at the edges Lab 01 teaches, torch (cuBLAS) and JAX (XLA), one GPU.
 
-Run once on an H100 on 2026-11-26 during a cold read of Lab 01 (best of 5 x 50 back-to-back calls on the
-same inputs, not the lab's fresh-input rule); its points are benchmarks/nvidia-h100-80gb-hbm3/shape_probe.json,
-which Lab 01 reads (labkit.matmul.reference_chips.h100_cublas) beside bench_shapes.py's sweep, naming each rule.
-On a machine without CUDA it runs the same shapes divided by 16 on the CPU (a smoke check).
+Not a test (timings depend on the machine). Run it on the GPU you want to measure:
 
-    OUT=DIR python3 benchmarks/probe_shapes.py      # writes DIR/gpu.json
+    .venv/bin/python benchmarks/probe_shapes.py                  # this GPU, bf16 (fp16 where no bf16)
+    .venv/bin/python benchmarks/probe_shapes.py --profile smoke  # CPU-sized (shapes / 16, fp32): checks the script
+    .venv/bin/python benchmarks/probe_shapes.py --hlo            # also print what XLA compiles N = 129 to
+
+The shapes: M 1024 / 1025 / 1152 and 2048 / 2049 / 2176 (the edge of the H100 model's first and second
+wave, one past it, the next 128-row tile), M 512, 640, 4224, batch 1 and 16; N 128 / 129 / 136 and
+4096 / 4097 / 4104 (aligned, one past, the next multiple of 8); K 4097; 5120^3. Timing is Lab 00's
+(``labkit.measure.roofline.matmul_torch`` / ``matmul_jax``: ``bench.TIMING_RULE``, back-to-back calls
+per repeat on an accelerator), so the figures compare with ``bench_shapes.py``'s sweep and with Lab 01's
+own measurements. The first committed probe (2026-11-26, ``nvidia-h100-80gb-hbm3/shape_probe.json``) was
+taken by another rule, best of 5 x 50 calls on the same inputs; each file's ``method`` names its rule.
+
+Writes the schema ``labkit.matmul.reference_chips.h100_cublas`` reads: device, date, versions, dtype,
+method, made_by and ``points`` [{M, N, K, torch_tflops, jax_tflops}], to --out (default
+benchmarks/results/shape_probe_<device>_<host>.json).
 """
-import time, sys, json
-import torch
-SMALL = not torch.cuda.is_available()
-dev = "cuda" if not SMALL else "cpu"
-shapes = [(1024,4096,4096),(1025,4096,4096),(1152,4096,4096),(2048,4096,4096),(2049,4096,4096),(2176,4096,4096),
-          (512,4096,4096),(640,4096,4096),(1,4096,4096),(16,4096,4096),
-          (4096,128,4096),(4096,129,4096),(4096,136,4096),(4096,4096,4096),(4096,4097,4096),(4096,4104,4096),
-          (4096,4096,4097),(5120,5120,5120),(4096+128,4096,4096)]
-if SMALL: shapes=[(m//16 or 1,n//16 or 1,k//16 or 1) for m,n,k in shapes]
-def t_torch(m,n,k,reps=50):
-    a=torch.randn(m,k,device=dev,dtype=torch.bfloat16); b=torch.randn(k,n,device=dev,dtype=torch.bfloat16)
-    for _ in range(5): c=a@b
-    if SMALL:
-        t=time.perf_counter(); [a@b for _ in range(reps)]; return (time.perf_counter()-t)/reps
-    torch.cuda.synchronize(); best=1e9
-    for _ in range(5):
-        s=torch.cuda.Event(enable_timing=True); e=torch.cuda.Event(enable_timing=True)
-        s.record(); [a@b for _ in range(reps)]; e.record(); torch.cuda.synchronize(); best=min(best,s.elapsed_time(e)/1e3/reps)
-    return best
-import jax, jax.numpy as jnp
-f=jax.jit(lambda a,b: a@b)
-def t_jax(m,n,k,reps=50):
-    ka,kb=jax.random.split(jax.random.PRNGKey(0))
-    a=jax.random.normal(ka,(m,k),jnp.bfloat16); b=jax.random.normal(kb,(k,n),jnp.bfloat16)
-    for _ in range(3): f(a,b).block_until_ready()
-    best=1e9
-    for _ in range(5):
-        t=time.perf_counter(); r=[f(a,b) for _ in range(reps)]; r[-1].block_until_ready(); best=min(best,(time.perf_counter()-t)/reps)
-    return best
-print("jax", jax.__version__, jax.devices(), "torch", torch.__version__, flush=True)
-out=[]
-for m,n,k in shapes:
-    tt=t_torch(m,n,k); tj=t_jax(m,n,k); fl=2*m*n*k
-    out.append(dict(M=m,N=n,K=k,torch_tflops=fl/tt/1e12,jax_tflops=fl/tj/1e12))
-    print(f"M={m:5d} N={n:5d} K={k:5d}  torch {fl/tt/1e12:7.1f}  jax {fl/tj/1e12:7.1f} TFLOP/s", flush=True)
-if not SMALL:
-    # what XLA does with N=129: look for padding in the optimized HLO
-    a=jnp.zeros((4096,4096),jnp.bfloat16); b=jnp.zeros((4096,129),jnp.bfloat16)
-    txt=f.lower(a,b).compile().as_text()
-    print("\n".join(l for l in txt.splitlines() if ("pad" in l or "custom-call" in l or "fusion" in l and "kind" in l))[:3000])
-import os
-json.dump(out, open(os.path.join(os.environ.get("OUT","/tmp"),"gpu.json"),"w"), indent=1)
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from _results import default_path
+from labkit.measure import bench, roofline
+from labkit.runtime import device, versions
+
+B = 4096  # elements: the dimensions a shape does not vary
+SHAPES = [(1024, B, B), (1025, B, B), (1152, B, B), (2048, B, B), (2049, B, B), (2176, B, B), (512, B, B),
+          (640, B, B), (1, B, B), (16, B, B), (B, 128, B), (B, 129, B), (B, 136, B), (B, B, B), (B, 4097, B),
+          (B, 4104, B), (B, B, 4097), (5120, 5120, 5120), (B + 128, B, B)]  # (M, N, K)
+PROFILES = {"full": dict(scale=1, repeats=10), "smoke": dict(scale=16, repeats=3)}
+
+
+def probe_shapes(scale: int) -> list[tuple[int, int, int]]:
+    """(Lab 01) The probe's (M, N, K), each dimension divided by ``scale`` (at least 1)."""
+    return [(max(m // scale, 1), max(n // scale, 1), max(k // scale, 1)) for m, n, k in SHAPES]
+
+
+def xla_n129(dtype: str) -> str:
+    """(Lab 01) The lines of XLA's compiled (4096, 4096) @ (4096, 129) that pad, fuse or call a library."""
+    import jax
+    import jax.numpy as jnp
+
+    dt = {"bf16": jnp.bfloat16, "fp16": jnp.float16, "fp32": jnp.float32}[dtype]
+    text = jax.jit(lambda a, b: a @ b).lower(jnp.zeros((B, B), dt), jnp.zeros((B, 129), dt)).compile().as_text()
+    return "\n".join(line for line in text.splitlines()
+                     if "pad" in line or "custom-call" in line or ("fusion" in line and "kind" in line))
+
+
+def main() -> None:
+    """Time every probe shape in torch and JAX, print a table, write the JSON."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--profile", choices=list(PROFILES), default="full")
+    ap.add_argument("--hlo", action="store_true", help="print what XLA compiles the N = 129 shape to")
+    ap.add_argument("--out", type=Path, help="JSON path (default benchmarks/results/shape_probe_<device>_<host>.json)")
+    args = ap.parse_args()
+    p = PROFILES[args.profile]
+    rt, tdev = device.detect(), device.torch_device()
+    if rt.platform != "gpu" and args.profile == "full":
+        raise SystemExit(f"this probe times a GPU's GEMMs; this runtime is {rt.platform} ({rt.chip}). "
+                         "Run it on a GPU, or pass --profile smoke to check the script here.")
+    dtype = ("bf16" if rt.bf16 else "fp16") if rt.platform == "gpu" else "fp32"  # CPU bf16 is emulated: smoke only
+    points = []
+    for m, n, k in probe_shapes(p["scale"]):
+        tf = {fw: fn(m, n, k).flops_per_s / 1e12 for fw, fn in (  # TFLOP/s, median repeat
+            ("torch", lambda m, n, k: roofline.matmul_torch(m, n, k, dtype, tdev, p["repeats"])),
+            ("jax", lambda m, n, k: roofline.matmul_jax(m, n, k, dtype, p["repeats"])))}
+        points.append({"M": m, "N": n, "K": k, "torch_tflops": tf["torch"], "jax_tflops": tf["jax"]})
+        print(f"M={m:5d} N={n:5d} K={k:5d}  torch {tf['torch']:8.2f}  jax {tf['jax']:8.2f} TFLOP/s", flush=True)
+    if args.hlo:
+        print(xla_n129(dtype))
+    result = {"device": rt.chip, "date": time.strftime("%Y-%m-%d"), "versions": versions.collect(), "dtype": dtype,
+              "profile": args.profile, "method": f"{bench.TIMING_RULE} (labkit.measure.roofline.matmul_torch / "
+              "matmul_jax: back-to-back calls per repeat on an accelerator); FLOPs 2*M*N*K",
+              "made_by": "benchmarks/probe_shapes.py", "points": points}
+    out = args.out or default_path("shape_probe", rt.chip)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
