@@ -16,12 +16,13 @@ OUT=${OUT:-$PWD/device-out}
 BUDGET_S=${BUDGET_S:-570}
 JOBS=${JOBS:-"lab05 bf16-loss lab04 mfu-medium lab02 precision lab01"}
 # One call each, within BUDGET_S=570 by SECONDS_OF: JOBS="lab02" | "mfu-medium lab00 lab01 peak" | "lab05 precision"
-# | "lab04" (issue 15: the first two; issues 17 and 18: the last two; peak's time is an estimate).
+# | "lab04 probe" (issue 15: the first two and probe; issues 17 and 18: the last two; peak's and probe's
+# times are estimates).
 
 # Seconds each job took on an H100/H200 with the GPU to itself (lab02 468 s, lab05 301 s; the others
 # beside other work, or estimated): a job is not started with less than this left.
 declare -A SECONDS_OF=([lab00]=90 [lab01]=120 [lab02]=480 [lab03]=180 [lab04]=330 [lab05]=310 [lab06]=70
-                       [mfu-medium]=200 [precision]=240 [serve]=110 [t4]=240 [bf16-loss]=360 [peak]=120)
+                       [mfu-medium]=200 [precision]=240 [serve]=110 [t4]=240 [bf16-loss]=360 [peak]=120 [probe]=120)
 
 if [ -d .whl ] && ! python3 -c "import papermill" 2>/dev/null; then
   pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -57,6 +58,8 @@ for job in $JOBS; do
                  | grep -v Warning | tail -16 ;;
     bf16-loss) timeout "$LEFT" python3 benchmarks/diag_bf16_loss.py --out "$OUT/r/bf16_loss.json" 2>&1 \
                  | grep -v Warning | tail -10 ;;
+    probe) timeout "$LEFT" python3 benchmarks/probe_shapes.py --hlo --out "$OUT/r/shape_probe.json" 2>&1 \
+             | grep -v Warning | tail -24 ;;
     peak) timeout "$LEFT" python3 benchmarks/bench_peak.py --out "$OUT/r/peak.json" 2>&1 | grep -v Warning | tail -8 ;;
     serve) timeout "$LEFT" python3 benchmarks/bench_serve.py --batches 1 32 --out "$OUT/r/serve.json" 2>&1 \
              | grep -v Warning | tail -12 ;;
