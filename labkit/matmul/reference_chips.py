@@ -6,7 +6,8 @@ its spec's SMs, tensor-core tiles and bandwidth -- the same roofline for both. B
 GEMM reaches -- so a chip's name is all `predicted`, `at` and `square` need. H100_CUBLAS_TFLOPS
 holds what cuBLAS measured on an H100 at a few of those shapes; `h100_cublas` reads all the shapes
 of a committed H100 run, and `measured_over_model` divides them by simt's prediction, for either
-of its schedules.
+of its schedules; `schedule_ratios` does both at once for any GPU (Lab 01 passes the one it ran on)
+and says which shapes the model counts as aligned.
 """
 from __future__ import annotations
 
