@@ -158,7 +158,10 @@ def _gpu_bf16(device: Any) -> bool:
     # have none, which is why Lab 04 falls back to fp16 + loss scaling there.
     cc = getattr(device, "compute_capability", None)
     if cc:
-        return float(cc) >= 8.0
+        try:
+            return float(cc) >= 8.0
+        except ValueError:  # ROCm reports the gfx arch ("gfx942"), not "major.minor": ask torch
+            pass
     torch = _torch_or_none()
     if torch is not None and torch.cuda.is_available():
         return torch.cuda.get_device_capability(0)[0] >= 8

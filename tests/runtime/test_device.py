@@ -183,3 +183,129 @@ def test_torch_on_chip_bad_input() -> None:
         device.torch_on_chip("cuda", "cuda")
     with pytest.raises(ValueError, match="torch has no device 'tpu'"):
         device.torch_on_chip("tpu", "tpu")
+
+
+# --------------------------------------------------------------------------------------
+# detect() / _gpu_bf16 on GPU and TPU runtimes, with fakes shaped like JAX's and torch's objects
+# --------------------------------------------------------------------------------------
+
+H100_TORCH_BYTES = 85_045_395_456  # torch.cuda.get_device_properties(0).total_memory on an H100 80GB HBM3
+H100_JAX_LIMIT = 63_784_046_592  # JAX's bytes_limit there: only its allocator's share (75% by default)
+T4_TORCH_BYTES = 15_835_660_288  # a Colab/Kaggle T4
+V5E_HBM = 17_179_869_184  # TPU v5 lite (v5e): 16 GiB HBM per chip, reported as bytes_limit
+
+
+class FakeJaxDevice:
+    """A jax Device as JAX's CUDA/ROCm/TPU plugins build it: ``compute_capability`` exists only on GPUs."""
+
+    def __init__(self, platform: str, kind: str, cc: str | None = None, bytes_limit: int | None = None) -> None:
+        self.platform, self.device_kind = platform, kind
+        if cc is not None:
+            self.compute_capability = cc
+        self._limit = bytes_limit
+
+    def memory_stats(self) -> dict[str, int] | None:
+        return {"bytes_in_use": 0, "bytes_limit": self._limit} if self._limit else None
+
+
+def fake_torch(capability: tuple[int, int] | None = None, total_memory: int = 0) -> object:
+    """torch as _torch_or_none() returns it: CUDA available iff a capability is given; no Apple GPU."""
+    from types import SimpleNamespace
+
+    cuda = SimpleNamespace(
+        is_available=lambda: capability is not None,
+        get_device_capability=lambda device=None: capability,
+        get_device_properties=lambda device: SimpleNamespace(total_memory=total_memory),
+    )
+    return SimpleNamespace(cuda=cuda, backends=SimpleNamespace(mps=None))
+
+
+@pytest.fixture
+def on_runtime(monkeypatch: pytest.MonkeyPatch):
+    """Make detect() see ``accel`` as JAX's default devices (8 simulated CPU devices beside them) and ``torch``."""
+    import jax
+
+    monkeypatch.delenv("LABKIT_EMULATE", raising=False)  # emulate.apply() reads it inside detect()
+    monkeypatch.setattr(device, "_tpu_present", lambda: False)
+    monkeypatch.setattr(device, "xla_installed", lambda: False)
+
+    def use(accel: list[FakeJaxDevice], torch: object | None) -> None:
+        cpus = [FakeJaxDevice("cpu", "cpu") for _ in range(8)]
+        monkeypatch.setattr(jax, "devices", lambda backend=None: cpus if backend == "cpu" else accel)
+        monkeypatch.setattr(device, "_torch_or_none", lambda: torch)
+
+    return use
+
+
+def test_detect_h100_is_a_bf16_gpu_with_torchs_memory(on_runtime) -> None:
+    # A CUDA runtime: JAX reports platform "gpu", compute_capability "9.0"; its bytes_limit is only the
+    # allocator's share, so the whole-GPU figure comes from torch's total_memory.
+    on_runtime([FakeJaxDevice("gpu", "NVIDIA H100 80GB HBM3", "9.0", H100_JAX_LIMIT)],
+               fake_torch((9, 0), H100_TORCH_BYTES))
+    rt = device.detect()
+    assert (rt.platform, rt.chip, rt.device_count, rt.memory_bytes, rt.bf16) == (
+        "gpu", "NVIDIA H100 80GB HBM3", 1, H100_TORCH_BYTES, True)
+    assert (rt.simulated, rt.torch_device, rt.cpu_devices, rt.emulated_on) == (False, "cuda", 8, None)
+
+
+def test_detect_t4_has_no_native_bf16(on_runtime) -> None:
+    # A Colab/Kaggle T4 is compute capability 7.5: no bf16 tensor cores, so Lab 04 takes its fp16 path.
+    on_runtime([FakeJaxDevice("gpu", "Tesla T4", "7.5", 11_300_000_000)], fake_torch((7, 5), T4_TORCH_BYTES))
+    rt = device.detect()
+    assert (rt.platform, rt.chip, rt.bf16, rt.memory_bytes) == ("gpu", "Tesla T4", False, T4_TORCH_BYTES)
+
+
+@pytest.mark.parametrize("name, kind, cc, torch, memory, torch_device", [
+    # Without torch, the memory is JAX's bytes_limit and torch work has nowhere to go.
+    ("cuda", "NVIDIA A100-SXM4-40GB", "8.0", None, 30_000_000_000, "none"),
+    # ROCm: XLA's compute_capability is the gfx arch; ROCm torch answers as "cuda", MI300X capability (9, 4).
+    ("rocm", "AMD Instinct MI300X", "gfx942", fake_torch((9, 4), 205_822_885_888), 205_822_885_888, "cuda"),
+])
+def test_detect_calls_cuda_and_rocm_platform_names_gpu(on_runtime, name, kind, cc, torch, memory, torch_device) -> None:
+    # Some jaxlib builds name the platform after the plugin ("cuda"/"rocm"); the course calls both "gpu".
+    on_runtime([FakeJaxDevice(name, kind, cc, 30_000_000_000)] * 2, torch)
+    rt = device.detect()
+    assert (rt.platform, rt.chip, rt.device_count, rt.bf16, rt.memory_bytes, rt.torch_device) == (
+        "gpu", kind, 2, True, memory, torch_device)
+
+
+def test_detect_tpu_v5_lite_is_bf16_with_memory_from_bytes_limit(on_runtime) -> None:
+    # A TPU VM: JAX platform "tpu", device_kind "TPU v5 lite", no compute_capability; torch (CPU wheel) has no CUDA.
+    on_runtime([FakeJaxDevice("tpu", "TPU v5 lite", bytes_limit=V5E_HBM)] * 8, fake_torch(None))
+    rt = device.detect()
+    assert (rt.platform, rt.chip, rt.device_count, rt.bf16, rt.memory_bytes) == (
+        "tpu", "TPU v5 lite", 8, True, V5E_HBM)
+    assert rt.torch_device == "cpu" and not rt.simulated
+
+
+def test_gpu_bf16_without_compute_capability_asks_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Older jaxlib GPU devices have no compute_capability attribute: torch.cuda.get_device_capability(0) decides.
+    gpu = FakeJaxDevice("gpu", "NVIDIA A100-SXM4-40GB")
+    assert not hasattr(gpu, "compute_capability")
+    monkeypatch.setattr(device, "_torch_or_none", lambda: fake_torch((8, 0)))
+    assert device._gpu_bf16(gpu) is True
+    monkeypatch.setattr(device, "_torch_or_none", lambda: fake_torch((7, 5)))
+    assert device._gpu_bf16(FakeJaxDevice("gpu", "Tesla T4")) is False
+    monkeypatch.setattr(device, "_torch_or_none", lambda: fake_torch(None))  # torch without CUDA: say no
+    assert device._gpu_bf16(gpu) is False
+    monkeypatch.setattr(device, "_torch_or_none", lambda: None)  # no torch at all
+    assert device._gpu_bf16(gpu) is False
+
+
+def test_gpu_bf16_on_rocm_gfx_capability_does_not_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    # On ROCm, XLA reports compute_capability as the gfx arch ("gfx942" on an MI300X), not "major.minor":
+    # float() of it raised ValueError and detect() failed. Unparsable: ask torch (ROCm torch: (9, 4)).
+    monkeypatch.setattr(device, "_torch_or_none", lambda: fake_torch((9, 4)))
+    assert device._gpu_bf16(FakeJaxDevice("gpu", "AMD Instinct MI300X", "gfx942")) is True
+    monkeypatch.setattr(device, "_torch_or_none", lambda: None)
+    assert device._gpu_bf16(FakeJaxDevice("gpu", "AMD Instinct MI300X", "gfx942")) is False
+
+
+def test_detect_h100_emulating_a_t4(on_runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    # LABKIT_EMULATE=t4 on an H100: detect() reports the T4's name, 16 GB and no bf16, the H100 in emulated_on.
+    on_runtime([FakeJaxDevice("gpu", "NVIDIA H100 80GB HBM3", "9.0", H100_JAX_LIMIT)],
+               fake_torch((9, 0), H100_TORCH_BYTES))
+    monkeypatch.setenv("LABKIT_EMULATE", "t4")
+    rt = device.detect()
+    assert (rt.chip, rt.memory_bytes, rt.bf16, rt.emulated_on) == (
+        "NVIDIA T4", 16_000_000_000, False, "NVIDIA H100 80GB HBM3")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from labkit.runtime import emulate, hardware
@@ -73,3 +75,70 @@ def test_apply_makes_the_h100_look_like_a_t4() -> None:
                   host="local", torch_device="cpu", cpu_devices=8)
     with pytest.raises(ValueError, match="this runtime is CPU"):
         emulate.apply(cpu, T4)
+
+
+# --------------------------------------------------------------------------------------
+# gpu_memory_bytes: torch first, else nvidia-smi (before JAX starts, to cap its memory)
+# --------------------------------------------------------------------------------------
+
+
+def _torch_without_cuda() -> object:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(cuda=SimpleNamespace(is_available=lambda: False))  # a CPU torch wheel on a GPU box
+
+
+def _nvidia_smi(monkeypatch: pytest.MonkeyPatch, stdout: str = "", rc: int = 0, raises: BaseException | None = None):
+    import subprocess
+
+    calls = []
+
+    def run(cmd, **kw):
+        calls.append(cmd)
+        if raises is not None:
+            raise raises
+        return subprocess.CompletedProcess(cmd, rc, stdout=stdout, stderr="")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    return calls
+
+
+def test_gpu_memory_bytes_from_nvidia_smi_in_mib(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits` prints MiB, one line per GPU:
+    # 81559 on an H100 80GB HBM3. GPU 0's line, in bytes.
+    monkeypatch.setitem(sys.modules, "torch", _torch_without_cuda())
+    calls = _nvidia_smi(monkeypatch, "81559\n81559\n")
+    assert emulate.gpu_memory_bytes() == 81559 * 2**20
+    assert calls and calls[0][0] == "nvidia-smi" and "--query-gpu=memory.total" in calls[0]
+    assert "--format=csv,noheader,nounits" in calls[0]
+
+
+@pytest.mark.parametrize("kw", [
+    {"stdout": "", "rc": 9},  # driver not loaded: "NVIDIA-SMI has failed ...", exit status 9
+    {"raises": FileNotFoundError(2, "No such file or directory: 'nvidia-smi'")},  # no NVIDIA driver installed
+    {"raises": OSError("exec format error")},
+])
+def test_gpu_memory_bytes_without_a_working_nvidia_smi_is_none(monkeypatch: pytest.MonkeyPatch, kw) -> None:
+    monkeypatch.setitem(sys.modules, "torch", _torch_without_cuda())
+    _nvidia_smi(monkeypatch, **kw)
+    assert emulate.gpu_memory_bytes() is None
+
+
+def test_gpu_memory_bytes_nvidia_smi_timeout_and_no_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    # A wedged driver makes nvidia-smi hang: run(timeout=20) raises TimeoutExpired. torch not installed at all.
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    _nvidia_smi(monkeypatch, raises=subprocess.TimeoutExpired(["nvidia-smi"], 20))
+    assert emulate.gpu_memory_bytes() is None
+
+
+def test_gpu_memory_bytes_prefers_torch_when_it_sees_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    # CUDA torch: get_device_properties(0).total_memory, without running nvidia-smi.
+    from types import SimpleNamespace
+
+    cuda = SimpleNamespace(is_available=lambda: True,
+                           get_device_properties=lambda i: SimpleNamespace(total_memory=H100.memory_bytes))
+    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(cuda=cuda))
+    calls = _nvidia_smi(monkeypatch, "1\n")
+    assert emulate.gpu_memory_bytes() == H100.memory_bytes and calls == []
