@@ -215,8 +215,19 @@ def drop_stderr_lines(prefixes: tuple[str, ...]) -> Iterator[None]:
                 os.write(2, b"".join(kept))
 
 
+class NoKernelRecords(RuntimeError):
+    """A CUDA profile with CPU ops but no kernel records: launches, not device time (Lab 02).
+
+    The torch counterpart of :class:`labkit.measure.xla_breakdown.NoDeviceEvents`.
+    """
+
+
 def torch_op_breakdown(step: Callable[[], Any], steps: int = 3, device: Any = "cpu") -> OpBreakdown:
-    """Profile ``steps`` calls of ``step()``; time per op category per step, kernels by launcher on CUDA (Lab 02)."""
+    """Profile ``steps`` calls of ``step()``; time per op category per step, kernels by launcher on CUDA (Lab 02).
+
+    On CUDA a profile without kernel records raises :class:`NoKernelRecords` (CPU self time there
+    would be launch time, not device time).
+    """
     from torch.profiler import ProfilerActivity, profile
 
     import torch
@@ -230,10 +241,17 @@ def torch_op_breakdown(step: Callable[[], Any], steps: int = 3, device: Any = "c
         for _ in range(steps):
             step()
         wait()
-    records = kernel_records(prof.events()) if cuda else []
-    if records:
-        return attribute(records, steps)
-    return cpu_self_time(prof.key_averages(), steps)
+    if not cuda:
+        return cpu_self_time(prof.key_averages(), steps)
+    records = kernel_records(prof.events())
+    if not records:  # CPU self time here would be host launch time, not device time: say so, do not guess
+        raise NoKernelRecords(
+            f"the CUDA profiler recorded no kernels in {steps} steps on {device}: is CUPTI available "
+            "(torch.profiler.supported_activities() must list ProfilerActivity.CUDA; CUDA torch wheels ship it "
+            "as nvidia-cuda-cupti) and is no other profiler (JAX's, Nsight Systems) holding it? Does step() run "
+            "on the GPU (model and inputs moved there)? Without kernels the profile holds only host launch "
+            "time, which is not device time.")
+    return attribute(records, steps)
 
 
 def matmul_rate(flops_per_step: float, breakdown: Any) -> float:

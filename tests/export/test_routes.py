@@ -69,6 +69,41 @@ def test_fresh_process_parity_with_torch(artifact, models) -> None:
     assert export.max_abs_diff(logits, np.asarray(models[0](jnp.asarray(tokens)))) < TOL
 
 
+@pytest.mark.parametrize("backend, platform, expected", [
+    ("tpu", None, "cpu"),  # next to a TPU: the child runs the artifact's CPU lowering
+    ("tpu", "tpu", "tpu"),  # an explicit platform wins
+    ("gpu", None, None),  # a GPU can be shared between processes: the child finds it itself
+    ("cpu", None, None),
+    ("gpu", "cpu", "cpu"),
+])
+def test_fresh_process_platform_next_to_an_accelerator(monkeypatch, tmp_path: Path, backend, platform,
+                                                       expected) -> None:
+    # Real runtime behaviour: a TPU chip belongs to one process at a time and this (parent) process
+    # holds it, so a child that initialised the TPU backend would fail to open it; on a TPU the child
+    # must be started with JAX_PLATFORMS=cpu. Reproduced with default_backend -> "tpu" and
+    # subprocess.run recording the child's environment (then failing, so the function stops there).
+    import os
+    import subprocess
+
+    seen = []
+
+    def fake_run(cmd, **kw):
+        seen.append((cmd, kw["env"]))
+        return subprocess.CompletedProcess(cmd, 1, "", "child not started (test)")
+
+    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+    if backend == "tpu" and platform is None:
+        monkeypatch.setenv("JAX_PLATFORMS", "tpu")  # as a TPU VM may set it for the parent: not for the child
+    monkeypatch.setattr(jax, "default_backend", lambda: backend)
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    with pytest.raises(RuntimeError, match=r"fresh process failed \(exit 1\):\nchild not started"):
+        export_hlo.run_fresh_process(tmp_path / "gpt", _tokens(1, 4), platform=platform)
+    (cmd, env), = seen
+    assert cmd[1:3] == ["-c", export_hlo._FRESH]
+    assert env.get("JAX_PLATFORMS") == expected
+    assert env["PATH"] == os.environ["PATH"]  # the rest of the environment is inherited
+
+
 def test_symbolic_batch_and_length(artifact, models) -> None:
     loaded = artifact[1]
     flat = models[2]

@@ -55,6 +55,24 @@ def test_batched_tokens_equal_one_at_a_time_greedy(engines, requests_alone, poli
         assert max(t.token_s[-1] for t in traces) > 0
 
 
+def test_jax_slots_donating_their_caches_as_on_an_accelerator(model, requests_alone, monkeypatch) -> None:
+    # Real runtime behaviour: on a GPU or TPU JaxSlots donates the caches to its prefill, decode and
+    # shift programs (XLA updates them in place and deletes the arrays passed in); a use-after-donate
+    # fails there only ("Array has been deleted"). XLA:CPU honours donation on this jax, so with
+    # default_backend -> "gpu" the accelerator's path runs here, the slot counter wrapping (shift) included.
+    import jax
+
+    reqs, alone = requests_alone
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    engine = slots.JaxSlots(CFG, flat_params_numpy(model), 2)  # built after the patch: its programs donate
+    k0 = engine.k
+    traces = load.serve_open_loop(reqs, engine, "continuous")
+    assert k0.is_deleted(), "the caches were not donated"
+    assert engine.shifts > 0  # the counter passed max_len with rows live: the donated shift ran
+    for t, a in zip(traces, alone):
+        assert np.array_equal(np.array(t.tokens), a), f"request {t.id}"
+
+
 def test_graph_capture_path_same_tokens(model, requests_alone) -> None:
     reqs, alone = requests_alone
     count = []

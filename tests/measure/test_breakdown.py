@@ -171,6 +171,88 @@ def test_torch_op_breakdown_on_cpu_charges_self_time(capfd: pytest.CaptureFixtur
     assert "profiler_start" not in capfd.readouterr().err  # libkineto's USDT lines are dropped
 
 
+def _fake_profiler(monkeypatch: pytest.MonkeyPatch, events: list, rows: list) -> list:
+    """torch.profiler.profile replaced by a recorded profile; returns the activities each profile asked for."""
+    import torch.profiler
+
+    from labkit.runtime import device
+
+    asked = []
+
+    class FakeProfile:
+        def __init__(self, activities: list) -> None:
+            asked.append(list(activities))
+
+        def __enter__(self) -> "FakeProfile":
+            return self
+
+        def __exit__(self, *exc: object) -> bool:
+            return False
+
+        def events(self) -> list:
+            return events
+
+        def key_averages(self) -> list:
+            return rows
+
+    monkeypatch.setattr(torch.profiler, "profile", FakeProfile)
+    monkeypatch.setattr(device, "torch_sync", lambda dev: lambda: None)  # no CUDA to wait for on this torch
+    return asked
+
+
+def _cpu_op(id_: int, name: str, t0: float, t1: float) -> object:
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import FunctionEvent
+
+    return FunctionEvent(id=id_, name=name, thread=1, start_us=t0, end_us=t1, device_type=DeviceType.CPU)
+
+
+def test_cuda_profile_without_kernels_is_an_error_not_launch_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Real runtime behaviour: on a GPU whose torch profiler cannot use CUPTI (missing, or held by JAX's
+    # profiler or Nsight), the profile holds the CPU ops and their launch calls but no kernel records.
+    # Their CPU self time is host launch time; charging it as device time gave Lab 02 a wrong breakdown.
+    from types import SimpleNamespace
+
+    from torch.profiler import ProfilerActivity
+
+    events = [_cpu_op(1, "aten::linear", 0, 20), _cpu_op(2, "aten::mm", 1, 19), _cpu_op(3, "cudaLaunchKernel", 2, 3)]
+    rows = [SimpleNamespace(key="aten::mm", self_cpu_time_total=18.0),
+            SimpleNamespace(key="cudaLaunchKernel", self_cpu_time_total=1.0)]
+    asked = _fake_profiler(monkeypatch, events, rows)
+    calls = []
+    with pytest.raises(bd.NoKernelRecords, match=r"CUDA profiler recorded no kernels.*CUPTI"):
+        bd.torch_op_breakdown(lambda: calls.append(1), steps=2, device="cuda")
+    assert issubclass(bd.NoKernelRecords, RuntimeError)
+    assert calls == [1, 1] and asked == [[ProfilerActivity.CPU, ProfilerActivity.CUDA]]
+    # the CPU path is unchanged: self time, only CPU activity asked for
+    out = bd.torch_op_breakdown(lambda: None, steps=2, device="cpu")
+    assert out.source == bd.BY_CPU_SELF_TIME and asked[-1] == [ProfilerActivity.CPU]
+
+
+def test_cuda_profile_with_kernels_charges_them_by_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The same call with the kernels a working CUPTI gives (tests/measure/fixtures, an H100's eager
+    # step), laid out as torch's parser lays them out: each on its launching op's ``kernels`` and as a
+    # CUDA event of its own.
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import FunctionEvent
+
+    run = next(r for r in _h100_runs() if not r["compile"])
+    steps, events, t = run["steps"], [], 0.0
+    for i, k in enumerate(run["kernels"]):
+        us = k["us_per_step"] * steps
+        op = _cpu_op(2 * i, k["launched_by"][0], t, t + 1)
+        op.append_kernel(k["kernel"], 0, us)
+        events += [op, FunctionEvent(id=2 * i + 1, name=k["kernel"], thread=1, start_us=0.0, end_us=us,
+                                     device_type=DeviceType.CUDA)]
+        t += 2
+    _fake_profiler(monkeypatch, events, rows=[])
+    out = bd.torch_op_breakdown(lambda: None, steps=steps, device="cuda")
+    assert out.source == bd.BY_LAUNCHER and out.by_kernel_name == 0.0
+    ref = bd.attribute(_records(run))
+    assert out.matmul_share == pytest.approx(ref.matmul_share)
+    assert out.ms_per_step == pytest.approx(run["kernel_us_per_step"] / 1e3)
+
+
 def test_drop_stderr_lines_keeps_every_other_line(capfd: pytest.CaptureFixture[str]) -> None:
     import os
 
