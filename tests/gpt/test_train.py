@@ -109,3 +109,25 @@ def test_generate_shape_and_determinism(init: dict) -> None:
     with pytest.raises(ValueError, match="at least one token"):
         generate(tm, np.zeros((1, 0), np.int32), 1)
 
+
+
+def test_torch_optimizer_is_fused_on_cuda_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    # On CUDA TorchTrainer asks for torch's fused AdamW (one kernel for all parameters, as nanoGPT does);
+    # elsewhere the default. Parameters stand in for CUDA ones here: this machine has no GPU.
+    from types import SimpleNamespace
+
+    from labkit.gpt.train import OptConfig, torch_optimizer
+
+    seen = []
+    monkeypatch.setattr(torch.optim, "AdamW", lambda groups, **kw: seen.append((groups, kw)) or "adamw")
+
+    def model_on(kind: str) -> SimpleNamespace:
+        ps = [SimpleNamespace(device=torch.device(kind), requires_grad=True, dim=lambda d=d: d) for d in (2, 1, 2)]
+        return SimpleNamespace(parameters=lambda: iter(ps))
+
+    opt = OptConfig()
+    assert torch_optimizer(model_on("cuda"), opt) == torch_optimizer(model_on("cpu"), opt) == "adamw"
+    (cuda_groups, cuda_kw), (_, cpu_kw) = seen
+    assert cuda_kw.get("fused") is True and "fused" not in cpu_kw
+    assert [len(g["params"]) for g in cuda_groups] == [2, 1]  # decay on the two 2-D weights, none on the 1-D
+    assert [g["weight_decay"] for g in cuda_groups] == [opt.weight_decay, 0.0]

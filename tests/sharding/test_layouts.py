@@ -255,3 +255,35 @@ def test_memory_model_refuses_bad_sizes() -> None:
     with pytest.raises(TypeError, match="cfg must be a GPTConfig"):
         mm.estimate("single", {"d_model": 32}, 8)
     assert mm.activation_bytes(cfg, 8, data=2, model=4) > 0
+
+
+class _FakeJax:
+    """jax as a runtime shows it to mesh_devices: jax.devices() the accelerators, jax.devices("cpu") the host's."""
+
+    def __init__(self, accelerators: list, cpus: list) -> None:
+        self._acc, self._cpus = accelerators, cpus
+
+    def devices(self, backend: str | None = None) -> list:
+        return self._cpus if backend == "cpu" else self._acc
+
+
+def _devs(platform: str, n: int) -> list:
+    from types import SimpleNamespace
+
+    return [SimpleNamespace(platform=platform, id=i) for i in range(n)]
+
+
+def test_mesh_devices_on_one_gpu_falls_back_to_the_simulated_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One GPU (Colab, Kaggle, a lent H100) cannot hold an 8-device mesh: the simulated CPUs of labkit.setup do.
+    gpu, cpus = _devs("gpu", 1), _devs("cpu", 8)
+    monkeypatch.setattr(sharding, "_jax", lambda: _FakeJax(gpu, cpus))
+    assert sharding.mesh_devices(8) == cpus
+    assert sharding.mesh_devices(1) == gpu  # a 1-device mesh stays on the accelerator
+    # A TPU v5e-8: its 8 chips, not the host's CPUs.
+    tpus = _devs("tpu", 8)
+    monkeypatch.setattr(sharding, "_jax", lambda: _FakeJax(tpus, cpus))
+    assert sharding.mesh_devices(8) == tpus and sharding.mesh_devices(4) == tpus[:4]
+    # Neither holds 8: the error names both counts and the fix.
+    monkeypatch.setattr(sharding, "_jax", lambda: _FakeJax(gpu, _devs("cpu", 1)))
+    with pytest.raises(sharding.ShardingError, match=r"need 8 devices .* has 1 gpu and 1 CPU device\(s\).*cpu_devices=8"):
+        sharding.mesh_devices(8)
