@@ -93,3 +93,47 @@ def test_cuda_graph_on_gpu_gives_the_cpu_tokens(model, reference) -> None:
     d = cuda_graph.StaticTorchDecoder(model, device="cuda")
     assert d.graphs
     assert np.array_equal(serve.generate(d, serve.left_pad(PROMPTS, CFG, NEW), NEW).tokens, reference)
+
+
+def test_capture_follows_torchs_cuda_graph_recipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    # torch.cuda as a GPU runtime shows it, recorded: the warm-up runs on a side stream that first waits for
+    # the current one, the current stream waits for it before capture, fn runs once inside torch.cuda.graph,
+    # and every replay() replays that graph and returns the outputs recorded at capture (static buffers).
+    import contextlib
+
+    log: list[str] = []
+
+    class Stream:
+        def __init__(self, name: str = "side") -> None:
+            self.name = name
+
+        def wait_stream(self, other: "Stream") -> None:
+            log.append(f"{self.name} waits {other.name}")
+
+    class Graph:
+        def replay(self) -> None:
+            log.append("replay")
+
+    main = Stream("main")
+    where = ["main"]  # the stream fn runs on
+
+    @contextlib.contextmanager
+    def on(ctx: str):
+        where.append(ctx)
+        yield
+        where.pop()
+
+    fake = {"Stream": Stream, "current_stream": lambda: main, "CUDAGraph": Graph,
+            "stream": lambda s: on(s.name), "graph": lambda g: on("capture")}
+    for name, value in fake.items():
+        monkeypatch.setattr(torch.cuda, name, value, raising=False)
+    calls = []
+
+    def fn():
+        calls.append(where[-1])
+        return f"out{len(calls)}"
+
+    replay = cuda_graph.capture_cuda_graph(fn, warmup=2)
+    assert calls == ["side", "side", "capture"] and log == ["side waits main", "main waits side"]
+    assert replay() == replay() == "out3" and log[-2:] == ["replay", "replay"] and len(calls) == 3
+    assert isinstance(replay.graph, Graph)  # kept alive with the closure
