@@ -68,9 +68,8 @@ def main() -> None:
     dtype = ("bf16" if rt.bf16 else "fp16") if rt.platform == "gpu" else "fp32"  # CPU bf16 is emulated: smoke only
     points = []
     for m, n, k in probe_shapes(p["scale"]):
-        tf = {fw: fn(m, n, k).flops_per_s / 1e12 for fw, fn in (  # TFLOP/s, median repeat
-            ("torch", lambda m, n, k: roofline.matmul_torch(m, n, k, dtype, tdev, p["repeats"])),
-            ("jax", lambda m, n, k: roofline.matmul_jax(m, n, k, dtype, p["repeats"])))}
+        tf = {"torch": roofline.matmul_torch(m, n, k, dtype, tdev, p["repeats"]).flops_per_s / 1e12,  # TFLOP/s
+              "jax": roofline.matmul_jax(m, n, k, dtype, p["repeats"]).flops_per_s / 1e12}  # median repeat
         points.append({"M": m, "N": n, "K": k, "torch_tflops": tf["torch"], "jax_tflops": tf["jax"]})
         print(f"M={m:5d} N={n:5d} K={k:5d}  torch {tf['torch']:8.2f}  jax {tf['jax']:8.2f} TFLOP/s", flush=True)
     if args.hlo:
