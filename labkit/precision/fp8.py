@@ -208,7 +208,15 @@ class Fp8Speed:
     jitter_s: float  # the larger IQR of t_fp8 and t_dot (s); a |cost_s| within it is noise
     spec_ratio: float  # datasheet fp8 / bf16 dense peak (x), 2.0 on an H100
     case: str  # "cost" (cost_s > jitter_s), "noise" (|cost_s| <= jitter_s) or "faster" (cost_s < -jitter_s)
-    verdict: str  # the quantization cost as a sentence
+
+    @property
+    def verdict(self) -> str:
+        """(Lab 04) The quantization cost as a sentence, by case."""
+        ms = self.cost_s * 1e3
+        return {"cost": f"quantizing costs {ms:.3f} ms",
+                "noise": f"quantizing's cost is inside the repeats' spread ({ms:+.3f} ms)",
+                "faster": f"with quantizing it ran {-ms:.3f} ms faster: XLA compiled the two programs "
+                          "differently, not one plus a cast"}[self.case]
 
     def __str__(self) -> str:
         return (f"spec fp8/bf16: {self.spec_ratio:.1f}x; measured {self.speedup:.2f}x with quantization, "
@@ -231,11 +239,5 @@ def speed_summary(t_bf16: Timing | float, t_fp8: Timing | float, t_dot: Timing |
     dot_s, dot_jit = _seconds(t_dot, "t_dot")
     spec_ratio = check_number("spec_ratio (datasheet fp8 / bf16 peak)", spec_ratio, "e.g. 2.0 on an H100")
     extra, jitter = fp8_s - dot_s, max(fp8_jit, dot_jit)  # seconds
-    if extra > jitter:
-        case, verdict = "cost", f"quantizing costs {extra * 1e3:.3f} ms"
-    elif extra >= -jitter:
-        case, verdict = "noise", f"quantizing's cost is inside the repeats' spread ({extra * 1e3:+.3f} ms)"
-    else:
-        case, verdict = "faster", (f"with quantizing it ran {-extra * 1e3:.3f} ms faster: XLA compiled the two "
-                                   "programs differently, not one plus a cast")
-    return Fp8Speed(bf16_s / fp8_s, bf16_s / dot_s, extra, jitter, spec_ratio, case, verdict)
+    case = "cost" if extra > jitter else "noise" if extra >= -jitter else "faster"
+    return Fp8Speed(bf16_s / fp8_s, bf16_s / dot_s, extra, jitter, spec_ratio, case)
