@@ -158,3 +158,33 @@ def test_readme_smoke_column_is_the_committed_benchmark() -> None:
         quoted = re.search(r"\| (\d+) s \(target (\d+) s\) \|", row)
         assert quoted, f"README row {num} has no 'N s (target T s)' smoke cell"
         assert (int(quoted.group(1)), int(quoted.group(2))) == (round(lab["seconds"]), lab["target_s"]), (num, lab)
+
+
+def test_lab02_skips_the_torch_breakdown_without_kernel_records(monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    """A CUDA profile with launches but no kernels (no CUPTI): Lab 02 says why, draws the phases, records None."""
+    from types import SimpleNamespace
+
+    import matplotlib.pyplot as plt
+
+    from labkit.measure import breakdown, plots
+
+    cells = ["".join(c["source"]) for c in _nb(ROOT / "labs/02_mfu.ipynb")["cells"] if c["cell_type"] == "code"]
+    why = "the CUDA profiler recorded no kernels in 5 steps on cuda:0: is CUPTI available"
+
+    def no_kernels(*args: object, **kwargs: object) -> None:
+        raise breakdown.NoKernelRecords(why)
+
+    monkeypatch.setattr(breakdown, "torch_op_breakdown", no_kernels)
+    recorded: dict[str, object] = {}
+    phase = {"forward": 0.002, "backward": 0.005, "optimizer": 0.001}  # s
+    ns = {"torch_batches": [(None, None)], "tt": None, "DTYPE": "bf16", "tdev": "cuda:0", "plt": plt, "plots": plots,
+          "show": lambda *a, **k: pytest.fail("a table was shown with no profile"), "phases": {"torch": phase},
+          "xla": SimpleNamespace(matmul_flop_share=0.97), "slower_backward": SimpleNamespace(holds=True),
+          "ref_peak": {"bf16": SimpleNamespace(kind="spec")}, "labkit": SimpleNamespace(record=recorded.__setitem__)}
+    for marker in ("breakdown.torch_op_breakdown(", "plots.plot_step_time_breakdown(ops", "if ops is not None:"):
+        exec(next(c for c in cells if marker in c), ns)  # the lab's own cells, in order
+    plt.close("all")
+    assert ns["ops"] is None and recorded == {"op_share_matmul": None, "op_share_matmul_of_step": None}
+    out = capsys.readouterr().out
+    assert f"torch breakdown skipped: {why}" in out and "only the phases are drawn" in out

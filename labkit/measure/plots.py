@@ -134,17 +134,16 @@ def plot_training_curves(losses_jax: Sequence[float], losses_torch: Sequence[flo
     return fig
 
 
-def plot_step_time_breakdown(ops: OpBreakdown, phases: Mapping[str, Mapping[str, float]]) -> Figure:
-    """Step time per op category (torch profiler) and per phase, JAX vs PyTorch (Lab 02)."""
-    # ops: labkit.measure.breakdown.torch_op_breakdown's result (GPU: kernels by launching op; CPU: self time);
-    # phases: {framework: {"forward"|"backward"|"optimizer": seconds per step}}; phases["torch"] is required.
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [3, 2]})
-    ax1.barh([r["category"] for r in ops.rows], [r["ms per step"] for r in ops.rows], color="tab:blue")
-    ax1.invert_yaxis()
-    gpu = ops.source == BY_LAUNCHER
-    ax1.set_xlabel(("device time per step (ms, kernels by launching op)" if gpu else "self CPU time per step (ms)")
-                   + (f"; {ops.by_kernel_name:.0%} by kernel name" if ops.by_kernel_name else ""))
-    ax1.set_title(f"torch: matmul + attention do all the FLOPs, {ops.matmul_share:.0%} of the time")
+def plot_step_time_breakdown(ops: OpBreakdown | None, phases: Mapping[str, Mapping[str, float]]) -> Figure:
+    """Step time per op category (torch profiler) and per phase, JAX vs PyTorch; the phases alone without ops (Lab 02)."""
+    # ops: labkit.measure.breakdown.torch_op_breakdown's result (GPU: kernels by launching op; CPU: self time),
+    # None where the profile held no kernels (NoKernelRecords); phases: {framework: {"forward"|"backward"|"optimizer":
+    # seconds per step}}; phases["torch"] is required.
+    if ops is None:  # nothing to draw on the left: no zero-width bars that read as "no time"
+        fig, ax2 = plt.subplots(figsize=(5, 3.8))
+    else:
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [3, 2]})
+        _draw_ops(ax1, ops)
     left = np.zeros(len(phases))  # ms, where each framework's next stacked segment starts
     for ph, c in zip(("forward", "backward", "optimizer"), ("tab:green", "tab:orange", "tab:gray")):
         # A phase found by subtraction (JAX: step - forward+backward) can come out below 0 in noise: draw it as 0.
@@ -158,3 +157,13 @@ def plot_step_time_breakdown(ops: OpBreakdown, phases: Mapping[str, Mapping[str,
     ax2.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     fig.tight_layout()
     return fig
+
+
+def _draw_ops(ax: Axes, ops: OpBreakdown) -> None:
+    """The left panel: ms per step per op category, largest on top."""
+    ax.barh([r["category"] for r in ops.rows], [r["ms per step"] for r in ops.rows], color="tab:blue")
+    ax.invert_yaxis()
+    gpu = ops.source == BY_LAUNCHER
+    ax.set_xlabel(("device time per step (ms, kernels by launching op)" if gpu else "self CPU time per step (ms)")
+                  + (f"; {ops.by_kernel_name:.0%} by kernel name" if ops.by_kernel_name else ""))
+    ax.set_title(f"torch: matmul + attention do all the FLOPs, {ops.matmul_share:.0%} of the time")

@@ -101,3 +101,6 @@ def test_step_time_breakdown_states_matmul_share_and_backward_ratio() -> None:
     assert widths == [2.0, 1.0, 5.0, 3.0, 1.0, 0.0]  # ms; the negative phase is drawn as 0
     cpu = breakdown.OpBreakdown(ops.rows, breakdown.BY_CPU_SELF_TIME)
     assert plots.plot_step_time_breakdown(cpu, phases).axes[0].get_xlabel() == "self CPU time per step (ms)"
+    no_kernels = plots.plot_step_time_breakdown(None, phases)  # NoKernelRecords: the phases panel alone
+    assert len(no_kernels.axes) == 1 and no_kernels.axes[0].get_title() == "backward = 2.5x forward (FLOPs: 2x)"
+    assert [round(p.get_width(), 6) for p in no_kernels.axes[0].patches] == widths
