@@ -15,7 +15,7 @@ from labkit.course import cli
 from labkit.export import bundle, publish, routes
 from labkit.gpt.config import get_config
 from labkit.gpt.flax_model import FlaxGPT
-from tests.export.test_bundle import BAD, DEEP, P, _entry, _rehash
+from tests.export.bundle_cases import BAD, DEEP, P, _entry, _rehash
 
 SK, PK = publish.new_ed25519_key()
 
