@@ -75,8 +75,8 @@ class StaticTorchDecoder:
 
         from labkit.runtime import device as dev_mod
 
-        if device is None:  # serve on the GPU if torch sees one, else on the CPU (not torch-xla)
-            device = dev_mod.torch_device("cuda" if dev_mod.torch_device_kind() == "cuda" else "cpu")
+        if device is None:  # the GPU if torch sees one, else the CPU (not torch-xla: see serving_device)
+            device = dev_mod.serving_device()
         self.device = torch.device(device)
         on_cuda = self.device.type == "cuda"
         graphs = on_cuda if graphs is None else graphs

@@ -126,8 +126,8 @@ class TorchDecoder:
 
         if mode not in ("eager", "compile", "export"):
             raise ValueError(f"mode must be 'eager', 'compile' or 'export', got {mode!r}")
-        if device is None:  # serve on the GPU if torch sees one, else on the CPU (not torch-xla)
-            device = dev_mod.torch_device("cuda" if dev_mod.torch_device_kind() == "cuda" else "cpu")
+        if device is None:  # the GPU if torch sees one, else the CPU (not torch-xla: see serving_device)
+            device = dev_mod.serving_device()
         self.cfg, self.device, self.mode = model.cfg, torch.device(device), mode
         self.max_len = max_len or self.cfg.seq_len
         self.name = {"eager": "torch eager", "compile": "torch.compile", "export": "torch.export"}[mode]

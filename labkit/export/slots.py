@@ -57,7 +57,7 @@ class TorchSlots:
         if not isinstance(slots, int) or slots < 1:
             raise ValueError(f"slots must be a positive integer, got {slots!r}")
         if device is None:
-            device = dev_mod.torch_device("cuda" if dev_mod.torch_device_kind() == "cuda" else "cpu")
+            device = dev_mod.serving_device()
         self.device = torch.device(device)
         graphs = self.device.type == "cuda" if graphs is None else graphs
         self.model = model.to(self.device).eval()

@@ -260,6 +260,15 @@ def torch_device(kind: str | None = None) -> Any:
     return torch.device(kind)
 
 
+def serving_device() -> Any:
+    """(Lab 05) Where torch serves when no device is named: the CUDA GPU if torch sees one, else the host CPU.
+
+    Not torch-xla, even on a TPU: a decode step's shapes change every token and a lazy XLA tensor program
+    recompiles for each new one; not mps, where the CUDA-graph and compile paths the lab times do not run.
+    """
+    return torch_device("cuda" if torch_device_kind() == "cuda" else "cpu")
+
+
 def torch_kind(device: Any) -> str:
     """(Lab 00) ``torch.device(device).type``; None, 'gpu' or 'tpu' (not torch devices) get a ValueError with the fix."""
     if device is None or str(device).split(":")[0].strip().lower() in ("gpu", "tpu"):

@@ -259,3 +259,18 @@ def test_best_path_records_a_tie_by_the_plots_10_percent_rule() -> None:
         serve.best_path(stats, 32)
     with pytest.raises(ValueError, match="no paths to rank"):
         serve.fastest({})
+
+
+@pytest.mark.parametrize("runtime, asked", [("cuda", "cuda"), ("xla", "cpu")])
+def test_engines_given_no_device_serve_on_serving_devices_choice(monkeypatch: pytest.MonkeyPatch, runtime: str,
+                                                                 asked: str) -> None:
+    """device=None: every torch engine asks runtime.device for the GPU on a CUDA runtime, the host on a TPU one."""
+    from labkit.export import cuda_graph, slots
+    from labkit.runtime import device as dev_mod
+
+    kinds = []  # what each engine asked torch_device for; the engine then gets the host (this machine has no GPU)
+    monkeypatch.setattr(dev_mod, "torch_device_kind", lambda prefer_xla=False: runtime)
+    monkeypatch.setattr(dev_mod, "torch_device", lambda kind=None: kinds.append(kind) or torch.device("cpu"))
+    tm = TorchGPT(CFG)
+    engines = [serve.TorchDecoder(tm), cuda_graph.StaticTorchDecoder(tm, graphs=False), slots.TorchSlots(tm, 2, graphs=False)]
+    assert kinds == [asked] * 3 and all(e.device == torch.device("cpu") for e in engines)

@@ -309,3 +309,14 @@ def test_detect_h100_emulating_a_t4(on_runtime, monkeypatch: pytest.MonkeyPatch)
     rt = device.detect()
     assert (rt.chip, rt.memory_bytes, rt.bf16, rt.emulated_on) == (
         "NVIDIA T4", 16_000_000_000, False, "NVIDIA H100 80GB HBM3")
+
+
+@pytest.mark.parametrize("kind, served", [("cuda", "cuda"), ("xla", "cpu"), ("mps", "cpu"), ("cpu", "cpu")])
+def test_serving_device_is_the_gpu_or_the_host_never_torch_xla(monkeypatch: pytest.MonkeyPatch, kind: str,
+                                                               served: str) -> None:
+    import torch
+
+    monkeypatch.setattr(device, "torch_device_kind", lambda prefer_xla=False: kind)  # a GPU / TPU / Mac runtime
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: kind == "cuda")  # torch_device("cuda") checks it
+    monkeypatch.setattr(device, "xla_device", lambda: pytest.fail("serving_device asked torch-xla for a device"))
+    assert device.serving_device() == torch.device(served)
