@@ -195,3 +195,39 @@ def test_torch_probes_name_the_device_to_use_for_gpu_and_tpu() -> None:
                   lambda: roofline.stream_torch(8, device="tpu")):
         with pytest.raises(ValueError, match="use 'cuda' for a GPU, 'xla' \\(torch-xla\\) for a TPU"):
             probe()
+
+
+def test_torch_probes_draw_their_inputs_on_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CUDA the random inputs are drawn on the GPU (an 8192² host randn idles it ~0.5 s); on a CPU on the host."""
+    import torch
+
+    class Drawn(Exception):
+        pass
+
+    class FakeTensor:  # what the faked randn returns: records where it is moved
+        def to(self, device: object = None, dtype: object = None) -> "FakeTensor":
+            moves.append(str(device))
+            return self
+
+        def copy_(self, src: object) -> None:  # copy_torch times out.copy_
+            raise AssertionError("not called: time_torch is faked")
+
+    def fake_time_torch(fn: object, make: object, **kwargs: object) -> None:
+        make(0)  # the probe's own input maker, once
+        raise Drawn
+
+    for where, gpu in (("cuda:0", True), ("cpu", False)):
+        draws, gens, moves = [], [], []
+        monkeypatch.setattr(roofline, "torch_kind", lambda d: torch.device(d).type)  # no GPU check on this host
+        monkeypatch.setattr(torch, "Generator", lambda device: gens.append(device) or torch.default_generator)
+        monkeypatch.setattr(torch, "randn", lambda *s, device=None, **k: draws.append(str(device)) or FakeTensor())
+        monkeypatch.setattr(torch, "empty", lambda *s, **k: FakeTensor())  # the probes' preallocated outputs
+        monkeypatch.setattr(roofline, "time_torch", fake_time_torch)
+        for probe in (lambda: roofline.matmul_torch(64, 64, 64, "bf16", device=where),
+                      lambda: roofline.stream_torch(1024, device=where), lambda: roofline.read_torch(1024, device=where),
+                      lambda: roofline.copy_torch(1024, device=where)):
+            with pytest.raises(Drawn):
+                probe()
+        assert gens == (["cuda"] if gpu else ["cpu"])  # matmul_torch's seeded generator lives where it draws
+        assert draws == [where] * 5 and moves == [where] * 5  # two matmul operands, one vector per probe
+        monkeypatch.undo()
