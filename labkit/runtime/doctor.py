@@ -13,7 +13,9 @@ from labkit.runtime import versions
 # with CI's lock (scripts/requirements-py311.lock) and the runtime reports in benchmarks/.
 SUPPORTED: dict[str, tuple[str, str | None]] = {
     "jax": ("0.10", None),
-    "flax": ("0.11", None),
+    # The oldest flax that runs on jax 0.10 (checked 2026-11-27 with tests/gpt): 0.11 to 0.12.0 cannot be imported
+    # (jax._src.core.mutable_array is gone) and 0.12.1's nnx.jit passes jax.jit an argument it removed (abstracted_axes).
+    "flax": ("0.12.2", None),
     "optax": ("0.2", None),
     "torch": ("2.4", None),
     "torch_xla": ("2.9", "2.10"),
@@ -39,6 +41,10 @@ def _mm(v: str) -> tuple[int, int]:
     return mm if mm is not None else (0, 0)
 
 
+def _rel(v: str) -> tuple[int, ...]:
+    return versions.release(v)  # a supported range's bound can name a patch release (flax 0.12.2)
+
+
 def check_versions(found: dict[str, str | None], machine: str | None = None) -> list[Finding]:
     """Known incompatibilities and missing packages, from a name -> version map (Lab 00)."""
     machine = machine or f"{sys.platform} {platform.machine()}"
@@ -50,7 +56,7 @@ def check_versions(found: dict[str, str | None], machine: str | None = None) -> 
         v = found.get(pkg)
         if not v:
             continue
-        if _mm(v) < _mm(lo) or (hi is not None and _mm(v) >= _mm(hi)):
+        if _rel(v) < _rel(lo) or (hi is not None and _rel(v) >= _rel(hi)):
             rng = f">= {lo}" + (f", < {hi}" if hi else "")
             out.append(Finding("error", f"{pkg} {v} is outside the supported range {rng}",
                                f"use a runtime with {pkg} {rng}, or pip install '{pkg}{rng.replace(' ', '')}'"))
@@ -84,7 +90,7 @@ def position(pkg: str, v: str | None) -> str:
     rng = f"[{lo}, {hi or '-'})"
     if not v:
         return f"{pkg} - (range {rng})"
-    inside = _mm(v) >= _mm(lo) and (hi is None or _mm(v) < _mm(hi))
+    inside = _rel(v) >= _rel(lo) and (hi is None or _rel(v) < _rel(hi))
     return f"{pkg} {v} {'in' if inside else 'OUTSIDE'} {rng}"
 
 

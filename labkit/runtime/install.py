@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -27,7 +26,7 @@ from labkit.runtime.doctor import SUPPORTED
 
 # Companions the labs import that a runtime may lack, with the course's minimum version (pip
 # names; the lower bounds of pyproject.toml, checked by a test). jupyterlab/nbval are for maintainers.
-COMPANIONS = {"flax": "0.11", "optax": "0.2.4", "ml_dtypes": "0.5", "matplotlib": "3.8", "papermill": "2.6",
+COMPANIONS = {"flax": "0.12.2", "optax": "0.2.4", "ml_dtypes": "0.5", "matplotlib": "3.8", "papermill": "2.6",
               "nbformat": "5.9", "tqdm": "4.66", "safetensors": "0.4", "cryptography": "42"}
 NEEDED = tuple(COMPANIONS)
 # The runtime's own stack: pinned wherever present, never installed, upgraded or downgraded.
@@ -58,19 +57,6 @@ class InstallPlan:
         return not self.install
 
 
-def release(v: str) -> tuple[int, ...]:
-    """Numeric release of a version string: "2.9.0+cu126" -> (2, 9, 0), "0.8.5rc1" -> (0, 8, 5) (Lab 00)."""
-    out = []
-    for part in v.split("+")[0].split("."):
-        m = re.match(r"\d+", part)
-        if not m:
-            break
-        out.append(int(m.group()))
-        if m.group() != part:
-            break
-    return tuple(out)
-
-
 def plan(found: dict[str, str | None], needed: Sequence[str] = NEEDED, host: str = "colab") -> InstallPlan:
     """Decide what to install from a name -> version map; pure, so it is testable (Lab 00)."""
     p = InstallPlan()
@@ -80,7 +66,7 @@ def plan(found: dict[str, str | None], needed: Sequence[str] = NEEDED, host: str
         v, lo = get(name), COMPANIONS.get(name)
         if not v:
             p.install.append(f"{name}>={lo}" if lo else name)
-        elif lo and release(v) < release(lo):
+        elif lo and versions.release(v) < versions.release(lo):
             p.install.append(f"{name}>={lo}")
             p.notes.append(f"{name} {v} is older than the course's {lo}: upgrading it (only if it fits the "
                            f"runtime's pinned packages)")
@@ -91,7 +77,8 @@ def plan(found: dict[str, str | None], needed: Sequence[str] = NEEDED, host: str
                            f"match the runtime's CUDA/TPU stack): pick a runtime that ships it via {where}.")
     for name, (lo, hi) in PROTECTED_RANGES.items():
         v = get(name)
-        if v and (release(v) < release(lo) or (hi is not None and release(v) >= release(hi))):
+        rel = versions.release
+        if v and (rel(v) < rel(lo) or (hi is not None and rel(v) >= rel(hi))):
             need = f">= {lo}" + (f", < {hi}" if hi else "")
             p.stops.append(f"{name} {v} is outside the supported range {need}. Not reinstalling it (that would "
                            f"break this runtime's accelerator stack). Remedy: choose a newer image via {where}, "

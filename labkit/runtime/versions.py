@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import re
 from importlib import metadata
 
 # The packages `labkit doctor` and the run report list, in the order a person reads them.
@@ -38,3 +39,17 @@ def major_minor(v: str | None) -> tuple[int, int] | None:
         return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
     except ValueError:
         return None
+
+
+
+def release(v: str) -> tuple[int, ...]:
+    """Numeric release of a version string: "2.9.0+cu126" -> (2, 9, 0), "0.8.5rc1" -> (0, 8, 5) (Lab 00)."""
+    out = []
+    for part in v.split("+")[0].split("."):
+        m = re.match(r"\d+", part)
+        if not m:
+            break
+        out.append(int(m.group()))
+        if m.group() != part:
+            break
+    return tuple(out)

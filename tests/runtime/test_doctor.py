@@ -33,6 +33,15 @@ def test_jax_jaxlib_and_ranges() -> None:
     assert any("jax 0.4.30 is outside" in m for m in _errors({**GOOD, "jax": "0.4.30", "jaxlib": "0.4.30"}))
 
 
+def test_a_floor_can_name_a_patch_release() -> None:
+    """flax 0.12.1 cannot run on jax 0.10 (its nnx.jit passes jax.jit a removed argument); 0.12.2 can."""
+    assert any("flax 0.12.1 is outside the supported range >= 0.12.2" in m for m in _errors({**GOOD, "flax": "0.12.1"}))
+    assert any("flax 0.11.2 is outside" in m for m in _errors({**GOOD, "flax": "0.11.2"}))
+    assert _errors({**GOOD, "flax": "0.12.2"}) == [] and _errors({**GOOD, "flax": "0.13.0"}) == []
+    assert doctor.position("flax", "0.12.1") == "flax 0.12.1 OUTSIDE [0.12.2, -)"
+    assert doctor.position("torch_xla", "2.9.1") == "torch_xla 2.9.1 in [2.9, 2.10)"
+
+
 def test_missing_package_says_how_to_install() -> None:
     found = doctor.check_versions({**GOOD, "papermill": None}, "linux x86_64")
     miss = [f for f in found if "papermill is not installed" in f.message]
