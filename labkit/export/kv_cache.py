@@ -126,7 +126,7 @@ def flax_from_flat_fn(cfg: GPTConfig) -> Callable[[dict[str, Any]], Any]:
     """fn(flat) -> a FlaxGPT holding `flat` (jax arrays or tracers), usable inside jit/export (Lab 05)."""
     from flax import nnx
 
-    from labkit.gpt.flax_model import canonical_vars, set_value, abstract_flax_gpt
+    from labkit.gpt.flax_model import canonical_vars, abstract_flax_gpt
 
     graphdef, abstract_state = nnx.split(abstract_flax_gpt(cfg))
 
@@ -135,7 +135,7 @@ def flax_from_flat_fn(cfg: GPTConfig) -> Callable[[dict[str, Any]], Any]:
         # Variables created outside it); then fill them from the canonical (PyTorch) layout.
         model = nnx.merge(graphdef, abstract_state, copy=True)
         for name, var, transpose in canonical_vars(model):
-            set_value(var, flat[name].T if transpose else flat[name])
+            var.set_value(flat[name].T if transpose else flat[name])
         return model
 
     return build

@@ -28,23 +28,6 @@ from flax import nnx
 from labkit.runtime import attention
 from labkit.gpt.config import GPTConfig
 
-# flax >= 0.12 wants lists of submodules wrapped so NNX sees them as data; 0.11 takes a list.
-_ModuleList = getattr(nnx, "List", list)
-
-
-def _get(var: nnx.Variable) -> Any:
-    # flax >= 0.12 deprecates `.value`; 0.11 has only `.value`.
-    return var.get_value() if hasattr(var, "get_value") else var.value
-
-
-def set_value(var: nnx.Variable, value: jax.Array) -> None:
-    """Write an NNX variable across flax versions (0.12 ``set_value``, 0.11 ``.value``) (Lab 05)."""
-    if hasattr(var, "set_value"):
-        var.set_value(value)
-    else:
-        var.value = value
-
-
 def _normal(std: float) -> Any:
     return nnx.initializers.normal(stddev=std)
 
@@ -133,7 +116,7 @@ class FlaxGPT(nnx.Module):
         self.wpe = nnx.Embed(cfg.seq_len, d, dtype=dtype, embedding_init=_normal(0.02),
                              rngs=rngs)  # (seq_len, d_model)
         norm = dtype if residual_dtype is None else residual_dtype  # autocast runs layer_norm in fp32
-        self.blocks = _ModuleList([Block(cfg, dtype=dtype, rngs=rngs, norm_dtype=norm) for _ in range(cfg.n_layer)])
+        self.blocks = nnx.List([Block(cfg, dtype=dtype, rngs=rngs, norm_dtype=norm) for _ in range(cfg.n_layer)])
         self.ln_f = nnx.LayerNorm(d, epsilon=cfg.ln_eps, dtype=norm, rngs=rngs)
 
     def __call__(self, tokens: jax.Array) -> jax.Array:
@@ -155,7 +138,7 @@ class FlaxGPT(nnx.Module):
         if self.residual_dtype is None:  # looked up and added in the compute dtype
             return self.wte(tokens) + self.wpe(jnp.arange(t))[None]
         # Looked up from the fp32 tables and added in residual_dtype, as torch does under autocast.
-        wte, wpe = _get(self.wte.embedding), _get(self.wpe.embedding)  # (vocab, d), (seq_len, d)
+        wte, wpe = self.wte.embedding.get_value(), self.wpe.embedding.get_value()  # (vocab, d), (seq_len, d)
         return (jnp.take(wte, tokens, axis=0) + wpe[:t][None]).astype(self.residual_dtype)
 
 
@@ -187,7 +170,7 @@ def flax_flat_params(model: FlaxGPT) -> dict[str, np.ndarray]:
     """Canonical {name: fp32 numpy array} of a FlaxGPT (PyTorch layout, contiguous) (Lab 05)."""
     out = {}
     for name, var, transpose in canonical_vars(model):
-        arr = np.asarray(jax.device_get(_get(var)), dtype=np.float32)
+        arr = np.asarray(jax.device_get(var.get_value()), dtype=np.float32)
         # np.array(copy=True): a writable, C-contiguous copy, never a view of device memory.
         out[name] = np.array(arr.T if transpose else arr, dtype=np.float32, order="C", copy=True)
     return out
@@ -197,7 +180,7 @@ def flax_load_flat(model: FlaxGPT, flat: dict[str, np.ndarray]) -> FlaxGPT:
     """Write a canonical flat dict into a FlaxGPT in place (exact fp32 copy); returns it (Lab 05)."""
     for name, var, transpose in canonical_vars(model):
         arr = np.asarray(flat[name], dtype=np.float32)
-        set_value(var, jnp.asarray(arr.T if transpose else arr))
+        var.set_value(jnp.asarray(arr.T if transpose else arr))  # flax >= 0.12 deprecates .value
     return model
 
 
