@@ -188,3 +188,31 @@ def test_lab02_skips_the_torch_breakdown_without_kernel_records(monkeypatch: pyt
     assert ns["ops"] is None and recorded == {"op_share_matmul": None, "op_share_matmul_of_step": None}
     out = capsys.readouterr().out
     assert f"torch breakdown skipped: {why}" in out and "only the phases are drawn" in out
+
+
+def test_lab02_breakdown_on_a_recorded_h100_profile(capsys: pytest.CaptureFixture) -> None:
+    """Lab 02's check cell fed the kernels an H100 recorded (tests/measure/fixtures): shares, idle time, the peak bound."""
+    from types import SimpleNamespace
+
+    from labkit.measure import bench, breakdown
+
+    run = json.loads((ROOT / "tests/measure/fixtures/torch_kernels_h100.json").read_text())["runs"][0]
+    ops = breakdown.attribute([(k["kernel"], k["us_per_step"], (k["launched_by"] or [None])[0]) for k in run["kernels"]])
+    kernel_ms = run["kernel_us_per_step"] / 1e3  # 2.29 ms of kernels per step
+    assert ops.source == breakdown.BY_LAUNCHER and ops.ms_per_step == pytest.approx(kernel_ms)
+    cell = next("".join(c["source"]) for c in _nb(ROOT / "labs/02_mfu.ipynb")["cells"]
+                if c["cell_type"] == "code" and "if ops is not None:" in "".join(c["source"]))
+    recorded: dict[str, object] = {}
+    ns = {"ops": ops, "tc": SimpleNamespace(flops=1e9), "step_s": {"torch": kernel_ms * 1.25 / 1e3}, "bench": bench,
+          "breakdown": breakdown, "bound": SimpleNamespace(flops=989e12, label=lambda: "spec bf16 peak"), "slack": 1.0,
+          "measure_into": lambda *a: pytest.fail("a spec peak is not measured again"), "DTYPE": "bf16",
+          "xla_matmul_share": 0.97, "labkit": SimpleNamespace(record=recorded.__setitem__)}
+    exec(cell, ns)
+    out = capsys.readouterr().out
+    assert recorded["op_share_matmul"] == pytest.approx(ops.matmul_share)
+    assert recorded["op_share_matmul_of_step"] == pytest.approx(ops.matmul_share / 1.25)  # the step is 1.25x its kernels
+    assert "the GPU idled 20% of it" in out and f"{ops.matmul_share:.0%} of the profiled time" in out
+    # 10 TFLOP in ~1 ms of matmuls: faster than the peak however often it is measured again; the check fires
+    ns.update(tc=SimpleNamespace(flops=1e13), measure_into=lambda *a: [989e12])
+    with pytest.raises(AssertionError, match="matmuls faster than the peak"):
+        exec(cell, ns)
