@@ -24,7 +24,7 @@ import numpy as np
 
 from labkit.measure.bench import Timing, progress, time_jax, time_torch
 from labkit.measure.roofline_model import (  # noqa: F401  the closed forms, re-exported: labs call roofline.bound_by
-    attainable, bound_by, check_sizes, matmul_bytes, matmul_flops, ridge_point, roofline_time)
+    OVERHEAD_FACTOR, attainable, bound_by, check_sizes, matmul_bytes, matmul_flops, ridge_point, roofline_time)
 from labkit.runtime.device import torch_kind
 
 BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}  # bytes per element in memory

@@ -63,17 +63,28 @@ def roofline_time(flops: float, nbytes: float, peak_flops: float, bandwidth_byte
     return max(flops / peak, check_number("nbytes", nbytes, "bytes moved per call") / bw)
 
 
+OVERHEAD_FACTOR = 2.0  # a call within 2x the fixed cost of a call is mostly that cost (measured_s in bound_by)
+
+
 def bound_by(flops: float, nbytes: float, peak_flops: float, bandwidth_bytes_per_s: float,
-             overhead_s: float = 0.0) -> str:
-    """"overhead" if the op's roofline time is under the per-call overhead, else "compute" or "memory" (Lab 00).
+             overhead_s: float = 0.0, measured_s: float | None = None) -> str:
+    """"overhead", "kernel", "compute" or "memory": what limits an op, from the roofline and its call cost (Lab 00).
 
     Intensity picks the roof an op *would* meet. But every call also pays fixed costs -- framework
     dispatch, a kernel launch (~5 us on a GPU), the wait for the result -- measured by
-    :func:`labkit.measure.roofline.call_overhead_jax`. When the op's best-case time is shorter than that, the fixed cost is
-    most of each call and the op lands far below both roofs: neither faster math nor faster memory
-    would help, only more work per call (batching, fusion, CUDA graphs, a bigger jit).
+    :func:`labkit.measure.roofline.call_overhead_jax`. When the op's best-case time is shorter than that,
+    it lands far below both roofs, and the measured time says why:
+
+    - "overhead": the call took at most ``OVERHEAD_FACTOR`` x the fixed cost (or ``measured_s`` is not
+      given): the fixed cost is most of each call. Neither faster math nor faster memory would help,
+      only more work per call (batching, fusion, CUDA graphs, a bigger jit).
+    - "kernel": the call took longer than that: not the call's fixed cost but the kernel itself, slow at
+      this size (too little work to fill the cores or SMs, threads to start, tiles mostly padding).
+      A profiler says which.
     """
     overhead_s = check_number("overhead_s", overhead_s, "seconds per call, e.g. roofline.call_overhead_jax().median_s", zero_ok=True)
+    if measured_s is not None:
+        measured_s = check_number("measured_s", measured_s, "the op's measured seconds per call (its median)")
     if roofline_time(flops, nbytes, peak_flops, bandwidth_bytes_per_s) < overhead_s:  # checks the other four
-        return "overhead"
+        return "overhead" if measured_s is None or measured_s <= OVERHEAD_FACTOR * overhead_s else "kernel"
     return "compute" if flops / nbytes > ridge_point(peak_flops, bandwidth_bytes_per_s) else "memory"

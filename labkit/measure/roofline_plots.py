@@ -46,7 +46,7 @@ def plot_matmul_sweep(sweeps: Mapping[tuple[str, str], Sequence[OpPoint]], chip:
 def plot_roofline(peak_flops: float, bandwidth: float, ops: Sequence[OpPoint] = (),
                   spec_peak_flops: float | None = None, spec_bandwidth: float | None = None,
                   chip: str = "", overhead_s: float = 0.0, ax: Any = None) -> Any:
-    """Log-log roofline: measured ceiling, spec ceiling (dashed), ops as points; title = each op's bound (Lab 00)."""
+    """Log-log roofline: measured ceiling, spec ceiling (dashed), ops as points; title = how many ops each bound limits (Lab 00)."""
     ax = ax or plt.subplots(figsize=(7, 4.5))[1]
     lo = min([0.05] + [p.intensity / 3 for p in ops])
     hi = max([ridge_point(peak_flops, bandwidth) * 30] + [p.intensity * 3 for p in ops])
@@ -59,12 +59,13 @@ def plot_roofline(peak_flops: float, bandwidth: float, ops: Sequence[OpPoint] = 
     ax.annotate(f"ridge {r:.3g} FLOP/B", (r, peak_flops / 1e12), textcoords="offset points", xytext=(5, -14), fontsize=8)
     groups: dict[str, list[str]] = {}
     for p in ops:
-        kind = bound_by(p.flops, p.bytes, peak_flops, bandwidth, overhead_s)
+        kind = bound_by(p.flops, p.bytes, peak_flops, bandwidth, overhead_s, p.timing.median_s)
         groups.setdefault(kind, []).append(p.name)
         ax.loglog(p.intensity, p.flops_per_s / 1e12, "o", label=f"{p.name} ({p.framework}, {p.dtype}): {kind}")
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel("TFLOP/s")
-    ax.set_title((f"{chip}: " if chip else "") + "; ".join(f"{k}-bound: {', '.join(v)}" for k, v in groups.items()),
+    # Counts only: the legend names each op's bound (a title listing them was wider than the axes).
+    ax.set_title((f"{chip}: " if chip else "") + ", ".join(f"{len(v)} {k}-bound" for k, v in groups.items()),
                  fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(True, which="both", alpha=0.2)

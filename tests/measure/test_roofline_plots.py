@@ -37,12 +37,15 @@ def test_matmul_sweep_title_compares_smallest_with_best() -> None:
 def test_roofline_draws_ceiling_and_titles_each_ops_bound() -> None:
     big = _matmul(1024, 1e-3)
     add = roofline.OpPoint("elementwise add", "jax", "fp32", 1e6, 12e6, Timing((2e-4,) * 3, 1))
-    tiny = _matmul(16, 5e-5)
-    ax = roofline_plots.plot_roofline(2.2e12, 6e10, [big, add, tiny], 4e12, 1e11, chip="chip X", overhead_s=2e-5)
+    tiny = _matmul(16, 3e-5)  # within 2x the 20 µs a call costs: the call's fixed cost
+    slow = _matmul(32, 9e-5)  # its roofline time is under 20 µs too, but it took 4.5x that: its kernel
+    ax = roofline_plots.plot_roofline(2.2e12, 6e10, [big, add, tiny, slow], 4e12, 1e11, chip="chip X", overhead_s=2e-5)
     x, y = ax.get_lines()[0].get_data()
     np.testing.assert_allclose(y * 1e12, np.minimum(2.2e12, x * 6e10))
-    assert ax.get_title() == ("chip X: compute-bound: matmul 1024x1024x1024; memory-bound: elementwise add; "
-                              "overhead-bound: matmul 16x16x16")
+    assert ax.get_title() == "chip X: 1 compute-bound, 1 memory-bound, 1 overhead-bound, 1 kernel-bound"
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels[-4:] == ["matmul 1024x1024x1024 (jax, bf16): compute", "elementwise add (jax, fp32): memory",
+                           "matmul 16x16x16 (jax, bf16): overhead", "matmul 32x32x32 (jax, bf16): kernel"]
     assert ax.get_xscale() == "log"
 
 
