@@ -36,8 +36,10 @@ def plot_matmul_sweep(sweeps: Mapping[tuple[str, str], Sequence[OpPoint]], chip:
     best = max(pts, key=lambda p: p.flops_per_s)
     small = min(pts, key=_size)
     small_best = max((p for p in pts if _size(p) == _size(small)), key=lambda p: p.flops_per_s)
+    noisy = [f"n={_size(p)}" for p in ([small_best] if small_best is best else [small_best, best]) if p.timing.noisy]
     ax.set_title(f"{chip}: n={_size(small)} reaches {small_best.flops_per_s / best.flops_per_s:.0%} "
-                 f"of the best ({best.framework} {best.dtype}, n={_size(best)})")
+                 f"of the best ({best.framework} {best.dtype}, n={_size(best)})"
+                 + (f"; {' and '.join(noisy)} noisy: rerun" if noisy else ""))
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

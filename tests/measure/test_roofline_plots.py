@@ -30,6 +30,11 @@ def test_matmul_sweep_title_compares_smallest_with_best() -> None:
     sweeps = {("jax", "bf16"): [_matmul(256, 1e-4), _matmul(1024, 1e-3)], ("torch", "bf16"): [_matmul(256, 2e-4, "torch")]}
     ax = roofline_plots.plot_matmul_sweep(sweeps, "chip X", 4e12, "bf16").axes[0]
     assert ax.get_title() == "chip X: n=256 reaches 16% of the best (jax bf16, n=1024)"
+    noisy = roofline.OpPoint("matmul 256x256x256", "jax", "bf16", roofline.matmul_flops(256, 256, 256),
+                             roofline.matmul_bytes(256, 256, 256, 2), Timing((5e-5, 1e-4, 2e-4), 1))  # IQR/median 0.75
+    sweeps[("jax", "bf16")][0] = noisy
+    title = roofline_plots.plot_matmul_sweep(sweeps, "chip X", 4e12, "bf16").axes[0].get_title()
+    assert title == "chip X: n=256 reaches 16% of the best (jax bf16, n=1024); n=256 noisy: rerun"
     assert len(ax.get_lines()) == 3  # two sweeps and the spec line
     assert ax.get_lines()[-1].get_ydata()[0] == pytest.approx(4.0)  # TFLOP/s
 
