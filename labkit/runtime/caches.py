@@ -9,14 +9,14 @@ SYSFS_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")  # one indexN/ folder 
 _UNIT = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}  # sysfs writes sizes as "48K", "2048K", "480M"
 
 
-def last_level_cache_bytes(root: Path = SYSFS_CACHES) -> int | None:
+def last_level_cache_bytes(root: Path | str = SYSFS_CACHES) -> int | None:
     """(Lab 00) Bytes of cpu0's highest-level data or unified cache, None where sysfs does not say (macOS, Windows).
 
     A virtual machine reports what its hypervisor passes through, often the whole host socket's L3,
     shared with every other guest: a ceiling on what this machine can keep in cache, not a promise.
     """
     found: list[tuple[int, int]] = []  # (level, bytes)
-    for d in sorted(root.glob("index*")):
+    for d in sorted(Path(root).glob("index*")):
         try:
             level, kind = int((d / "level").read_text()), (d / "type").read_text().strip()
             m = re.fullmatch(r"(\d+)\s*([KMG]?)", (d / "size").read_text().strip())

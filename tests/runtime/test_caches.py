@@ -28,6 +28,7 @@ def test_the_highest_data_or_unified_level_wins(tmp_path: Path) -> None:
 
 def test_no_sysfs_says_none(tmp_path: Path) -> None:
     assert caches.last_level_cache_bytes(tmp_path / "missing") is None
+    assert caches.last_level_cache_bytes(str(tmp_path / "missing")) is None  # a str path too
     _cache(tmp_path, 0, 2, "Unified", "lots")  # a size sysfs would never write
     assert caches.last_level_cache_bytes(tmp_path) is None
 
