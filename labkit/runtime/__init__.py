@@ -15,6 +15,7 @@ Modules:
 - ``doctor``      `labkit doctor`: where this runtime stands against the supported ranges
 - ``emulate``     `LABKIT_EMULATE=t4`: a smaller GPU's memory cap, bf16 and specs on a bigger GPU
 - ``memory``      peak memory of this process per device (JAX, torch, host)
+- ``caches``      the host CPU's last-level cache size, from sysfs (what a bandwidth probe must outgrow)
 - ``processes``   process trees: everything a run started, ended together and checked gone
 - ``compile_options`` XLA options that differ by backend (CPU drops optimization barriers early)
 - ``matmul_precision`` torch's fp32 matmul level on every device, torch-xla's own switch included
