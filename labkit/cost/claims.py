@@ -35,7 +35,8 @@ def check_spot_discount(on_demand: float | Price, spot: float | Price, claimed: 
     return ClaimResult(
         f"Spot is {claimed:.0%} cheaper", disc >= claimed - tol,
         f"{what}on-demand ${od:.4g}/h, spot ${sp:.4g}/h, {lost_fraction:.0%} of spot time lost to "
-        f"preemption (restart + redo since checkpoint); tolerance {tol:.0%}",
+        f"preemption (restart + redo since checkpoint); tolerance {tol * 100:g} percentage points, one-sided "
+        f"(holds at a discount of {claimed - tol:.0%} or more)",
         f"${sp:.4g} / (1 - {lost_fraction:g}) = ${useful:.4g} per useful hour -> "
         f"{disc:.1%} cheaper than on-demand", disc)
 

@@ -262,15 +262,19 @@ def price_range(chip: str, pricing: str = "on_demand", *,
     return by_usd[0], by_usd[-1]
 
 
-def with_override(*overrides: Price, table: Sequence[Price] | None = None) -> tuple[Price, ...]:
-    """(Lab 06) A new table where each override replaces same chip/cloud/region/pricing rows."""
+def replaced(*overrides: Price, table: Sequence[Price] | None = None) -> list[Price]:
+    """(Lab 06) The rows `with_override` drops: same chip, cloud, region and pricing as an override."""
     keys = {(o.chip, o.cloud, o.region, o.pricing) for o in overrides}
-    kept = [p for p in (PRICES if table is None else table)
-            if (p.chip, p.cloud, p.region, p.pricing) not in keys]
-    return tuple(kept) + tuple(overrides)
+    return [p for p in (PRICES if table is None else table) if (p.chip, p.cloud, p.region, p.pricing) in keys]
+
+
+def with_override(*overrides: Price, table: Sequence[Price] | None = None) -> tuple[Price, ...]:
+    """(Lab 06) A new table where each override REPLACES every same chip/cloud/region/pricing row."""
+    gone = replaced(*overrides, table=table)
+    return tuple(p for p in (PRICES if table is None else table) if p not in gone) + tuple(overrides)
 
 
 __all__ = ["PRICE_WARNING", "PRICING_KINDS", "PRICES", "READ", "RECHECK", "READ_DATES",
            "STALE_DAYS", "CORES_PER_CHIP", "current", "left_out", "primary", "price_range", "Price", "positive",
-           "check_fraction", "check_pricing", "hourly_usd", "prices", "price", "with_override",
+           "check_fraction", "check_pricing", "hourly_usd", "prices", "price", "with_override", "replaced",
            "age_days", "warnings", "my_price", "H100", "V5E", "V5P"]

@@ -14,12 +14,15 @@ anything else, and `decide` turns such a verdict into ``depends``.
 
 One rule for every claim tested over several cases (prices, price pairs, published figures):
 CASE_RULE, applied by `over_cases`; a claim that a figure lies in a range follows RANGE_RULE
-(`over_range`), which also tells cases on both sides of the range from cases all on one side.
+(`over_range`): *depends* only when some published case actually falls inside. A figure the
+article gives as "about X" is the range X +- ABOUT (relative), the same everywhere (`about`).
+A verdict resting on prices is also judged on each price source alone (`by_source`): where pages
+disagree, the why leads with which page gives which verdict.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -30,9 +33,13 @@ VERDICTS = ("holds", "fails", "depends", "not testable here")
 EVIDENCE = ("measured", "sourced")  # the kinds a holds / fails verdict may rest on
 CASE_RULE = ("a claim tested over several cases holds if it holds in every case, fails if it holds in "
              "none, and depends (on which case you are in, with the flip points) otherwise")
-RANGE_RULE = ("a claim that a figure lies in a range holds if every case is inside it, fails if every "
-              "case is outside it on the same side, and depends otherwise: some cases inside, or cases "
-              "both below and above (between them lie cases that would be inside)")
+RANGE_RULE = ("a claim that a figure lies in a range holds if every case is inside it, depends if some "
+              "but not all are, and fails if none is: all on one side, or published cases straddling the "
+              "range with none inside (a price between them that nobody publishes is not a case)")
+# "About X" in an article: within +-10% of X. One relative tolerance for every such figure ($12/h,
+# 52% MFU): wide enough for a figure rounded to a round number ($11-13 reads as "about $12"), narrow
+# enough that the article's two MFUs (about 52% vs 58%, 10% apart) stay distinguishable.
+ABOUT = 0.10
 # The course checkout: labkit/cost/register.py -> parents[2]. Not the working directory, which is
 # wherever the notebook runs (Colab clones the course into a sub-folder).
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,6 +91,7 @@ class Entry:
     verdict: str
     why: str
     value: float | None = None  # the quantity the verdict turned on, if any
+    per_source: tuple[tuple[str, str], ...] = ()  # (price source and its prices, verdict on them alone)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -100,7 +108,8 @@ class Entry:
     def as_dict(self) -> dict[str, Any]:
         """(Lab 06) The entry as the dict `labkit.record("claims", ...)` stores."""
         return {"id": self.id, "article": self.article, "claim": self.claim, "test": self.test,
-                "inputs": [vars(i) for i in self.inputs], "verdict": self.verdict, "why": self.why}
+                "inputs": [vars(i) for i in self.inputs], "verdict": self.verdict, "why": self.why,
+                "per_source": [list(s) for s in self.per_source]}
 
 
 def decide(id: str, article: str, claim: str, test: str, inputs: Sequence[Input],
@@ -117,6 +126,16 @@ def in_range(x: float, lo: float, hi: float) -> str:
     return "below" if x < lo else ("above" if x > hi else "inside")
 
 
+def about_band(target: float, rel: float = ABOUT) -> tuple[float, float]:
+    """(Lab 06) The range "about target" stands for: target x (1 -+ rel), rounded off float noise."""
+    return round(target * (1 - rel), 9), round(target * (1 + rel), 9)
+
+
+def about(x: float, target: float, rel: float = ABOUT) -> str:
+    """(Lab 06) Where x lies against "about target" (ABOUT, relative): "inside", "below" or "above"."""
+    return in_range(x, *about_band(target, rel))
+
+
 def over_cases(cases: Sequence[tuple[str, bool]]) -> str:
     """(Lab 06) CASE_RULE: holds if every case holds, fails if none does, depends otherwise."""
     if not cases:
@@ -126,12 +145,17 @@ def over_cases(cases: Sequence[tuple[str, bool]]) -> str:
 
 
 def over_range(cases: Sequence[tuple[str, str]]) -> str:
-    """(Lab 06) RANGE_RULE over (label, in_range result) cases: below AND above is depends, not fails."""
+    """(Lab 06) RANGE_RULE over (label, in_range result) cases: depends only if some case is inside."""
     sides = {w for _, w in cases}
     if not cases or not sides <= {"inside", "below", "above"}:
         raise ValueError(f"over_range needs cases of (label, 'inside' | 'below' | 'above') from in_range, "
                          f"got {list(cases)!r}")
-    return "holds" if sides == {"inside"} else ("fails" if len(sides) == 1 else "depends")
+    return "holds" if sides == {"inside"} else ("depends" if "inside" in sides else "fails")
+
+
+def straddles(cases: Sequence[tuple[str, str]]) -> bool:
+    """(Lab 06) Whether cases lie both below and above a range with none inside (a fail, said so)."""
+    return {w for _, w in cases} == {"below", "above"}
 
 
 def both(*verdicts: str) -> str:
@@ -139,6 +163,13 @@ def both(*verdicts: str) -> str:
     if not verdicts or not set(verdicts) <= {"holds", "fails", "depends"}:
         raise ValueError(f"both needs one or more verdicts of 'holds' | 'fails' | 'depends', got {list(verdicts)!r}")
     return "fails" if "fails" in verdicts else ("holds" if set(verdicts) == {"holds"} else "depends")
+
+
+def merge(*verdicts: str) -> str:
+    """(Lab 06) One claim judged on several groups of cases: their verdict if all agree, else depends."""
+    if not verdicts or not set(verdicts) <= {"holds", "fails", "depends"}:
+        raise ValueError(f"merge needs one or more verdicts of 'holds' | 'fails' | 'depends', got {list(verdicts)!r}")
+    return verdicts[0] if len(set(verdicts)) == 1 else "depends"
 
 
 def committed_report(device: str) -> Path:
@@ -166,6 +197,26 @@ def untestable(id: str, article: str, claim: str, needs: str) -> Entry:
                   "not testable here", f"needs {needs}")
 
 
+def by_source(judge: Callable[[Sequence[Price]], Entry], rows: Sequence[Price], what: str = "TPU") -> Entry:
+    """(Lab 06) judge(every price), also judged on each source's prices alone; the why says where pages disagree."""
+    whole = judge(rows)
+    if whole.verdict == "not testable here" or not rows:
+        return whole
+    sites = list(dict.fromkeys(p.site for p in sorted(rows, key=lambda p: p.usd_per_chip_hour)))
+    per = []
+    for site in sites:          # cheapest page first; "deploybase.ai's $0.32/$0.96" names its prices
+        mine = [p for p in rows if p.site == site]
+        per.append((f"{site}'s " + "/".join(f"${p.usd_per_chip_hour:.2f}" for p in mine), judge(mine).verdict))
+    said = "; ".join(f"with {label} it {v}" for label, v in per)
+    if len(per) == 1:
+        why = f"{whole.why}; rests on one published {what} price source ({per[0][0]}): no second page to check it"
+    elif len({v for _, v in per}) > 1:
+        why = f"depends on which published {what} price: {said}; {whole.why}"
+    else:
+        why = f"{whole.why}; each {what} price source alone gives the same verdict ({said})"
+    return replace(whole, why=why, per_source=tuple(per))
+
+
 @dataclass(frozen=True)
 class Register:
     """(Lab 06) The entries, with counts and the dicts to record."""
@@ -191,7 +242,8 @@ class Register:
 
 Builder = Callable[..., Entry]
 
-__all__ = ["KINDS", "VERDICTS", "EVIDENCE", "CASE_RULE", "RANGE_RULE", "over_range", "both", "ROOT",
+__all__ = ["KINDS", "VERDICTS", "EVIDENCE", "CASE_RULE", "RANGE_RULE", "ABOUT", "about", "about_band",
+           "over_range", "straddles", "both", "merge", "by_source", "ROOT",
            "committed_report", "committed_metrics",
            "ARTICLES", "Input", "sourced", "has_evidence",
            "Entry", "decide", "in_range", "over_cases", "discount_at_least", "untestable",

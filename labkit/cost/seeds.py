@@ -10,8 +10,9 @@ from typing import Sequence
 
 from labkit.cost.prices import (H100, PRICING_KINDS, V5E, V5P, Price, check_fraction, primary,
                                 prices as price_rows)
-from labkit.cost.register import (Entry, Input, Register, both, decide, discount_at_least, in_range,
-                                  over_cases, over_range, sourced, untestable)
+from labkit.cost.register import (ABOUT, Entry, Input, Register, about, about_band, both, by_source, decide,
+                                  discount_at_least, in_range, merge, over_cases, over_range, sourced,
+                                  straddles, untestable)
 from labkit.cost.serving import DecodeStep, memory_gb
 from labkit.runtime import hardware
 
@@ -57,8 +58,8 @@ def range_claim(id: str, article: str, claim: str, test: str, inputs: Sequence[I
                 cases: Sequence[tuple[str, str]], extra: str = "") -> Entry:
     """(Lab 06) A claim that a figure lies in a range, tested over every case by RANGE_RULE."""
     v = over_range(cases)
-    both = " (cases on both sides of the range)" if {w for _, w in cases} >= {"below", "above"} else ""
-    return decide(id, article, claim, test, inputs, v, tally(cases) + both + (f"; {extra}" if extra else ""))
+    sides = " (published prices straddle the range, none inside)" if straddles(cases) else ""
+    return decide(id, article, claim, test, inputs, v, tally(cases) + sides + (f"; {extra}" if extra else ""))
 
 
 def node_price(rows: Sequence[Price], lo: float = 12.0, hi: float = 15.0) -> Entry:
@@ -117,16 +118,15 @@ H100_MFU_ANCHORS = (
 )
 
 
-def mfu_gap(h100_mfu: Input, tpu_mfu: Input | None, tol_points: int = 5,
+def mfu_gap(h100_mfu: Input, tpu_mfu: Input | None, rel: float = ABOUT,
             anchors: Sequence[Input] = H100_MFU_ANCHORS) -> Entry:
-    """(Lab 06) Article: H100 ~52% MFU, TPU ~58%. Each MFU in whole points, +-tol_points, by RANGE_RULE."""
+    """(Lab 06) Article: H100 ~52% MFU, TPU ~58%. Each MFU in whole points against "about" (ABOUT), by RANGE_RULE."""
     claim = "H100s reach about 52% MFU, TPUs about 58%"
     pts = lambda i: round(100 * i.value)                  # noqa: E731  whole percentage points
-    # "about 52%" is the range 52 +- tol_points: figures below AND above it leave the half depending on the case
-    cases = [(f"{pts(i)}% ({i.name.removeprefix('H100 MFU, ')})", in_range(pts(i), 52 - tol_points, 52 + tol_points))
-             for i in (h100_mfu, *anchors)]
+    (h_lo, h_hi), (t_lo, t_hi) = about_band(52, rel), about_band(58, rel)   # percent
+    cases = [(f"{pts(i)}% ({i.name.removeprefix('H100 MFU, ')})", about(pts(i), 52, rel)) for i in (h100_mfu, *anchors)]
     h = over_range(cases)                                 # the H100 half over every H100 figure
-    said = "; ".join(f"{c}: {w} {52 - tol_points}-{52 + tol_points}%" for c, w in cases)
+    said = f"about 52% = {h_lo:g}-{h_hi:g}% (+-{rel:.0%}): " + "; ".join(f"{c} {w}" for c, w in cases)
     if tpu_mfu is None:
         # Both halves at once: an H100 half that fails fails the claim; otherwise the TPU half is missing.
         v = {"fails": "fails", "depends": "depends", "holds": "not testable here"}[h]
@@ -136,11 +136,10 @@ def mfu_gap(h100_mfu: Input, tpu_mfu: Input | None, tol_points: int = 5,
                       + "; the TPU half needs a committed TPU Lab 02 run", pts(h100_mfu) / 100)
     t = pts(tpu_mfu)
     # Two halves, each by RANGE_RULE; the claim needs both: one failing half fails it.
-    tw = in_range(t, 58 - tol_points, 58 + tol_points)
+    tw = about(t, 58, rel)
     v = both(h, over_range([("TPU", tw)]))
     return decide("mfu_h100_52_tpu_58", "distributed", claim, "MFU on an H100 and on a TPU",
-                  [h100_mfu, *anchors, tpu_mfu], v, f"H100 {said}; TPU {t}% ({tw} {58 - tol_points}-"
-                  f"{58 + tol_points}%)",
+                  [h100_mfu, *anchors, tpu_mfu], v, f"H100 {said}; TPU {t}% ({tw} {t_lo:g}-{t_hi:g}%)",
                   (t - pts(h100_mfu)) / 100)
 
 
@@ -161,26 +160,31 @@ def _tpus(tpu_prices: Price | Sequence[Price]) -> list[Price]:
 
 
 def low_mfu(gpu_mfu: Input, tpu_prices: Price | Sequence[Price], gpu_prices: Sequence[Price],
-            mfu: float = 0.19, tpu: str = V5P) -> Entry:
+            mfu: float = 0.19, tpu: str = V5P, anchors: Sequence[Input] = H100_MFU_ANCHORS) -> Entry:
     """(Lab 06) Article: even at 19% MFU TPUs are cheaper. Every TPU x H100 price pair, with flip points."""
     claim = f"Even at {mfu:.0%} MFU a TPU trains cheaper than NVIDIA"
     tpus = _tpus(tpu_prices)
     if not tpus or not gpu_prices:
         return untestable("tpu_cheaper_at_19pct_mfu", "distributed", claim, f"a published {tpu} and H100 price")
-    cases, flips = [], []
+    cases = []
     for t in tpus:
-        c, flip = train_cost_ratio(tpu, mfu, gpu_mfu, t, gpu_prices)
+        c, _ = train_cost_ratio(tpu, mfu, gpu_mfu, t, gpu_prices)
         cases += [(f"TPU ${t.usd_per_chip_hour:.2f} vs {g}", h) for g, h in c]
-        flips.append(f"at TPU ${t.usd_per_chip_hour:.2f}/h, TPU cheaper while the H100 costs more than "
-                     f"${flip:.2f}/h ({sum(h for _, h in c)} of {len(c)} H100 prices)")
-    v = over_cases(cases)
+    # The H100 $/h above which the TPU trains cheaper, for every H100 MFU the lab holds: the verdict
+    # uses gpu_mfu; the published anchors at scale show how far the flip moves with the H100's MFU.
+    flips = "; ".join(f"{i.value:.0%} ({i.name.removeprefix('H100 MFU, ')}, {i.kind}): " + ", ".join(
+        f"${train_cost_ratio(tpu, mfu, i, t, ())[1]:.2f} at TPU ${t.usd_per_chip_hour:.2f}/h" for t in tpus)
+        for i in (gpu_mfu, *anchors))
+    setting = (f"a stand-in, not the article's setting (Anthropic moving from GB300 NVL72 to TPUs at scale; no "
+               f"GB300 or contract price is on record): {tpu} at {mfu:.0%} MFU vs one H100 at rental prices")
     _, first = train_cost_ratio(tpu, mfu, gpu_mfu, tpus[0], gpu_prices)
     return decide("tpu_cheaper_at_19pct_mfu", "distributed", claim, f"{tpu} at {mfu:.0%} MFU vs H100 at "
                   "its MFU, every pair of published prices: $/h / (MFU x spec peak)",
-                  [gpu_mfu] + [sourced(t) for t in tpus] + [sourced(p) for p in gpu_prices]
-                  + [Input("MFU under test", mfu, "article", "the article's own figure")], v,
-                  f"TPU cheaper in {sum(h for _, h in cases)} of {len(cases)} price pairs; " + "; ".join(flips)
-                  + range_ends(gpu_prices), first)
+                  [gpu_mfu, *anchors] + [sourced(t) for t in tpus] + [sourced(p) for p in gpu_prices]
+                  + [Input("MFU under test", mfu, "article", "the article's own figure")], over_cases(cases),
+                  f"{setting}; TPU cheaper in {sum(h for _, h in cases)} of {len(cases)} price pairs at the H100's "
+                  f"{gpu_mfu.value:.0%} MFU; the H100 $/h above which the TPU trains cheaper, per H100 MFU: "
+                  f"{flips}" + range_ends(gpu_prices), first)
 
 
 def serving_inputs(gpu: DecodeStep, tpu: DecodeStep, gpu_chip: str = H100,
@@ -228,24 +232,32 @@ def serving_ratio(gpu_tps: Input, tpu_tps: Input, tpu_prices: Price | Sequence[P
                   f"{tally(cases)}{sides}; {flips}" + range_ends(gpu_prices), rs[len(rs) // 2])
 
 
-def hourly_12_vs_10(gpu_prices: Sequence[Price], tpu_prices: Sequence[Price]) -> Entry:
-    """(Lab 06) Article: about $12/h for an H100, $10/h for a TPU. Holds if each figure lies in its listed range."""
+def hourly_12_vs_10(gpu_prices: Sequence[Price], tpu_prices: Sequence[Price],
+                    slice_prices: Sequence[Price] | None = None, node: int = 8, slice_chips: int = 4) -> Entry:
+    """(Lab 06) Article: about $12/h for an H100 vs about $10/h for a TPU, read per chip and per node/slice."""
     claim = "An H100 rents for about $12/h against about $10/h for a TPU"
     if not gpu_prices or not tpu_prices:
         return untestable("h100_12_vs_tpu_10_per_h", "distributed", claim, "published H100 and TPU prices")
-    g = sorted(p.usd_per_chip_hour for p in gpu_prices)
-    t = sorted(p.usd_per_chip_hour for p in tpu_prices)
-    # The claim is two figures: each must lie inside the range of its chip's listed per-chip prices.
-    # Like any two-part claim, one figure outside fails it.
-    gw, tw = in_range(12.0, g[0], g[-1]), in_range(10.0, t[0], t[-1])
-    dearer = sum(a > b for a in g for b in t)                # context: is the H100 the dearer one?
-    return decide("h100_12_vs_tpu_10_per_h", "distributed", claim, "each claimed figure against the range of "
-                  "its chip's published per-chip prices", [sourced(p) for p in (*gpu_prices, *tpu_prices)]
+    # The article puts these figures right after its 8-GPU node ($12-15/h) and v5p-8 slice ($8-11/h): they
+    # may mean a chip or that node and slice. Test both readings. Each published price is a case; a
+    # figure holds for the prices "about" it (ABOUT), by RANGE_RULE; the claim needs both figures.
+    slices = [p for p in tpu_prices if p.chip == V5P] if slice_prices is None else list(slice_prices)
+
+    def half(who: str, usd: float, rows: Sequence[Price], n: int) -> tuple[str, str]:
+        cases = [(f"${n * p.usd_per_chip_hour:.2f} ({p.site})", about(n * p.usd_per_chip_hour, usd)) for p in rows]
+        lo, hi = about_band(usd)
+        return over_range(cases), f"{who} about ${usd:g} (${lo:.2f}-{hi:.2f}): {tally(cases, 2)}"
+    readings = {"per chip": (half("H100", 12.0, gpu_prices, 1), half("TPU", 10.0, tpu_prices, 1))}
+    if slices:   # Google's v5p-8 names 8 TensorCores = 4 chips
+        readings[f"per {node}-GPU node / v5p-8 slice ({slice_chips} chips)"] = (
+            half(f"{node}x H100", 12.0, gpu_prices, node), half("v5p-8", 10.0, slices, slice_chips))
+    verdicts = {r: both(g[0], t[0]) for r, (g, t) in readings.items()}
+    said = "; ".join(f"{r}: {verdicts[r]} ({g[1]}; {t[1]})" for r, (g, t) in readings.items())
+    return decide("h100_12_vs_tpu_10_per_h", "distributed", claim, "each claimed figure against every published "
+                  f"price, within +-{ABOUT:.0%} ('about'), read per chip and per node/slice",
+                  [sourced(p) for p in (*gpu_prices, *tpu_prices)]
                   + [Input("claimed H100 and TPU $/h", "12 and 10", "article", "the article's own figures")],
-                  both(over_range([("H100 $12", gw)]), over_range([("TPU $10", tw)])),
-                  f"the claimed $12 is {gw} the H100 range ${g[0]:.2f}-{g[-1]:.2f}/h and $10 {tw} the TPU range "
-                  f"${t[0]:.2f}-{t[-1]:.2f}/h; (the H100 is the dearer in {dearer} of {len(g) * len(t)} pairs)"
-                  + range_ends(gpu_prices))
+                  merge(*verdicts.values()), said + range_ends(gpu_prices))
 
 
 def spec_claims() -> list[Entry]:
@@ -324,12 +336,15 @@ def build(*, h100_mfu: Input, tpu_mfu: Input | None, gpu_tps: Input, tpu_tps: In
             if o.pricing == "on_demand" and o.source == s.source]
     v5p_od = [p for p in v5p if p.pricing == "on_demand"]
     # Training and serving are each tested on every published price of their TPU, never one pick.
-    train_p = tpu_train_price or v5p_od
-    serve_p = tpu_serve_price or [p for p in tpus if p.chip == V5E]
-    entries = [node_price(h100_all), slice_price(v5p_od), spot_v5p(*(pair[0] if pair else (None, None))),
-               mfu_gap(h100_mfu, tpu_mfu), low_mfu(h100_mfu, train_p, h100_od),
-               serving_ratio(gpu_tps, tpu_tps, serve_p, h100_od), hourly_12_vs_10(h100_od, tpus),
-               *spec_claims(), *untestables()]
+    train_p = _tpus(tpu_train_price or v5p_od)
+    serve_p = _tpus(tpu_serve_price or [p for p in tpus if p.chip == V5E])
+    # Every TPU price here is a third-party page's, and the pages disagree several-fold: each verdict
+    # that uses one is also judged on each page's prices alone (by_source), and says where they differ.
+    entries = [node_price(h100_all), by_source(slice_price, v5p_od),
+               spot_v5p(*(pair[0] if pair else (None, None))), mfu_gap(h100_mfu, tpu_mfu),
+               by_source(lambda ps: low_mfu(h100_mfu, ps, h100_od), train_p),
+               by_source(lambda ps: serving_ratio(gpu_tps, tpu_tps, ps, h100_od), serve_p),
+               by_source(lambda ps: hourly_12_vs_10(h100_od, ps), tpus), *spec_claims(), *untestables()]
     # The white paper names no MFU, chip or price: the 19%-MFU test above is not its claim.
     entries.append(untestable("tpu_better_per_dollar_compatible", "whitepaper", "TPUs often give "
                               "better throughput per dollar for models that suit them", "a named model, "

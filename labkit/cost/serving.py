@@ -8,14 +8,18 @@ One decode step makes one new token for each of `batch` sequences. It must
 - compute: 2 x matmul parameters FLOPs per token + 4 x layers x d_model x context for attention
   (QK^T and AV, 2 FLOPs per multiply-add);
 - talk: with n chips in tensor parallel, 2 all-reduces of the activations per layer (ring), each
-  ring step sending in ONE direction at half the chip's bidirectional link figure.
+  ring step sending in ONE direction at half the chip's bidirectional link figure. Bandwidth only by
+  default: a fixed cost per all-reduce (launch, synchronisation, hop latency) is `allreduce_latency_s`,
+  0 unless given, so small-batch tensor-parallel steps (tiny messages, where that cost dominates)
+  come out optimistic.
 
 Step time = max(compute, memory) + communication: the roofline of Lab 00 plus the interconnect
 term of Lab 03. Every chip is modelled with the same formula; only the spec figures change.
 
 What it is checked against: its arithmetic, by hand (tests/cost/test_serving.py). What it is NOT
 checked against: any measured decode run of the served model. Its 50% MFU and 80% of spec
-bandwidth are assumptions, and it leaves out prefill, scheduling, paging and launch overheads.
+bandwidth are assumptions, and it leaves out prefill (a $/token from it is decode only), idle time
+(the chips are busy 100% of the time), scheduling, paging and launch overheads.
 """
 from __future__ import annotations
 
@@ -110,6 +114,8 @@ class DecodeStep:
     model: str = ""          # the ServedModel's name
     mfu: float = 0.5         # the assumed share of peak FLOP/s this step was modelled at
     bw_eff: float = 0.8      # the assumed share of spec bandwidth it was modelled at
+    allreduces: int = 0      # tensor-parallel all-reduces per step (0 on one chip)
+    allreduce_latency_s: float = 0.0  # fixed s per all-reduce it was modelled with (0: bandwidth only)
 
     @property
     def tokens_per_s_per_chip(self) -> float:
@@ -124,7 +130,7 @@ class DecodeStep:
 
 def decode_step(m: ServedModel, batch: int, context: int, n_chips: int, peak_flops: float,
                 bandwidth_gbs: float, *, mfu: float = 0.5, bw_eff: float = 0.8,
-                link_gbs: float | None = None) -> DecodeStep:
+                link_gbs: float | None = None, allreduce_latency_s: float = 0.0) -> DecodeStep:
     """(Lab 06) Roofline time of one decode step, KV reads and tensor-parallel all-reduces included."""
     for what, n in (("batch", batch), ("n_chips", n_chips)):   # whole numbers of sequences and chips
         if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
@@ -134,7 +140,10 @@ def decode_step(m: ServedModel, batch: int, context: int, n_chips: int, peak_flo
     read = step_weight_bytes(m) + batch * context * kv_bytes_per_token(m)        # bytes per step
     compute = flops / (mfu * n_chips * positive(peak_flops, "peak_flops (FLOP/s)"))
     memory = read / (bw_eff * n_chips * positive(bandwidth_gbs, "bandwidth_gbs") * 1e9)
-    comm = 0.0
+    comm, calls = 0.0, 0
+    lat = allreduce_latency_s                                        # s per all-reduce, fixed
+    if isinstance(lat, bool) or not isinstance(lat, numbers.Real) or not 0 <= lat < math.inf:
+        raise ValueError(f"allreduce_latency_s must be a finite number >= 0 (s per all-reduce), got {lat!r}")
     if n_chips > 1:
         if link_gbs is None:
             raise ValueError("n_chips > 1 needs link_gbs (chip-to-chip GB/s) for the all-reduces")
@@ -143,11 +152,12 @@ def decode_step(m: ServedModel, batch: int, context: int, n_chips: int, peak_flo
         # so each step of it moves data at half of that.
         one_way = positive(link_gbs, "link_gbs (bidirectional GB/s per chip)") / 2 * 1e9   # bytes/s
         ring = 2 * (n_chips - 1) / n_chips * act / one_way           # s per ring all-reduce
-        comm = 2 * m.n_layers * ring                                 # 2 per layer (attn, MLP)
+        calls = 2 * m.n_layers                                       # 2 per layer (attn, MLP)
+        comm = calls * (ring + lat)                                  # s per step
     step = max(compute, memory) + comm
     return DecodeStep(batch, n_chips, compute, memory, comm, step,
                       "compute" if compute >= memory else "memory", batch / step, context, m.name,
-                      mfu, bw_eff)
+                      mfu, bw_eff, calls, float(lat))
 
 
 __all__ = ["memory_gb", "ServedModel", "LLAMA3_8B", "kv_bytes_per_token", "weight_bytes",

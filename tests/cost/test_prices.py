@@ -86,3 +86,14 @@ def test_current_only_is_the_current_filter_after_the_sort() -> None:
     assert any(not cost.current(p) for p in every)  # the table holds a superseded H100 row
     assert cost.prices("NVIDIA H100 SXM", current_only=True) == [p for p in every if cost.current(p)]
     assert cost.prices(current_only=True) == [p for p in cost.prices() if cost.current(p)]
+
+
+def test_an_override_replaces_rows_and_says_which() -> None:
+    # my_price("TPU v5e", 1.20, cloud="GCP") replaces BOTH published GCP v5e on-demand rows (two pages).
+    mine = cost.my_price("TPU v5e", 1.20, cloud="GCP")
+    gone = cost.replaced(mine)
+    assert sorted(p.site for p in gone) == ["blog.easecloud.io", "deploybase.ai"]
+    assert all(p.pricing == "on_demand" and p.chip == "TPU v5e" for p in gone)
+    table = cost.with_override(mine)
+    assert not any(p in table for p in gone) and mine in table and len(table) == len(cost.PRICES) - 2 + 1
+    assert cost.replaced(cost.my_price("TPU v6e", 2.0)) == []

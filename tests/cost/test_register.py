@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from labkit.cost import register as R
+from labkit.cost.prices import Price
 from labkit.cost.register import Input
 
 MEAS = Input("tok/s", 100.0, "measured", "benchmarks/x/report.json")
@@ -56,12 +57,16 @@ def test_register_counts_and_rows() -> None:
     assert reg.rows()[1]["article"] == R.ARTICLES["replace"] and "November 2025" in reg.rows()[1]["article"]
 
 
-def test_range_rule_tells_both_sides_from_one_side() -> None:
+def test_range_rule_depends_only_when_a_case_is_inside() -> None:
     assert R.over_range([("a", "inside"), ("b", "inside")]) == "holds"
     assert R.over_range([("a", "below"), ("b", "below")]) == "fails"
     assert R.over_range([("a", "above")]) == "fails"
-    assert R.over_range([("a", "below"), ("b", "above")]) == "depends"   # straddles: was "fails"
+    # Straddling with none inside fails (it was "depends": a price between them nobody publishes is no case).
+    assert R.over_range([("a", "below"), ("b", "above")]) == "fails"
+    assert R.straddles([("a", "below"), ("b", "above")])
+    assert not R.straddles([("a", "below"), ("b", "inside"), ("c", "above")])
     assert R.over_range([("a", "inside"), ("b", "above")]) == "depends"
+    assert R.over_range([("a", "below"), ("b", "inside"), ("c", "above")]) == "depends"
     with pytest.raises(ValueError, match="over_range needs cases"):
         R.over_range([("a", True)])
     with pytest.raises(ValueError, match="over_range needs cases"):
@@ -77,6 +82,39 @@ def test_committed_report_does_not_depend_on_the_working_directory(tmp_path, mon
     if path.exists():   # the committed H100 report: Lab 02 recorded a measured MFU in (0, 1]
         assert 0 < R.committed_metrics("nvidia-h100-80gb-hbm3")["02"]["mfu_torch"] <= 1
     assert R.committed_metrics("no-such-device") == {}
+
+
+def test_about_is_one_relative_tolerance() -> None:
+    assert R.ABOUT == 0.10 and R.about_band(12) == (10.8, 13.2) and R.about_band(52) == (46.8, 57.2)
+    assert [R.about(x, 12) for x in (10.79, 10.8, 13.2, 13.21)] == ["below", "inside", "inside", "above"]
+    assert R.about(47, 52) == "inside" and R.about(46, 52) == "below"      # was 52 +- 5 points: 47 edge
+    assert R.about(3, 2, rel=0.5) == "inside" and R.about(3.01, 2, rel=0.5) == "above"
+
+
+def test_merge_groups_of_cases() -> None:
+    assert R.merge("fails", "fails") == "fails" and R.merge("holds") == "holds"
+    assert R.merge("holds", "fails") == R.merge("depends", "fails") == "depends"
+    with pytest.raises(ValueError, match="merge needs"):
+        R.merge("holds", "not testable here")
+
+
+def _price(usd: float, site: str) -> Price:
+    return Price("TPU v5e", "GCP", "on_demand", usd, f"https://{site}/p", "undated")
+
+
+def test_by_source_says_which_page_gives_which_verdict() -> None:
+    # A claim "the price is at most $1": holds on page a's prices, fails on page b's, depends over both.
+    judge = lambda ps: R.decide("x", "gpu+tpu", "c", "t", [R.sourced(p) for p in ps],  # noqa: E731
+                                R.over_cases([(str(p), p.usd_per_chip_hour <= 1) for p in ps]), "pairs")
+    e = R.by_source(judge, [_price(4.0, "b.example"), _price(0.5, "a.example")])
+    assert e.verdict == "depends" and e.per_source == (("a.example's $0.50", "holds"), ("b.example's $4.00", "fails"))
+    assert e.why.startswith("depends on which published TPU price: with a.example's $0.50 it holds; "
+                            "with b.example's $4.00 it fails; pairs")
+    same = R.by_source(judge, [_price(0.5, "a.example"), _price(0.9, "b.example")])
+    assert same.verdict == "holds" and "each TPU price source alone gives the same verdict" in same.why
+    one = R.by_source(judge, [_price(0.5, "a.example"), _price(0.7, "a.example")])
+    assert "rests on one published TPU price source (a.example's $0.50/$0.70)" in one.why
+    assert R.by_source(judge, [_price(0.5, "a.example")]).as_dict()["per_source"] == [["a.example's $0.50", "holds"]]
 
 
 def test_both_parts_of_a_claim() -> None:

@@ -56,3 +56,15 @@ def test_memory_in_the_unit_the_source_names() -> None:
     assert S.memory_gb(hardware.lookup("TPU v4")) == pytest.approx(32 * 2 ** 30 / 1e9)  # "32 GiB" = 34.4 GB
     # v5p cap by hand: (0.9 x 95e9 - 16.06e9) / (1024 x 131072) = 517 (564 while the table read GiB)
     assert S.max_batch(M, 1024, S.memory_gb(v5p)) == int((0.9 * 95e9 - 16.06e9) // (1024 * 131072)) == 517
+
+
+def test_per_allreduce_latency_is_optional_and_counted_per_call() -> None:
+    # Bandwidth only by default (optimistic for small messages); a fixed latency adds calls x latency.
+    base = S.decode_step(M, 8, 1024, 4, 197e12, 819, link_gbs=400)
+    slow = S.decode_step(M, 8, 1024, 4, 197e12, 819, link_gbs=400, allreduce_latency_s=10e-6)
+    assert base.allreduces == slow.allreduces == 2 * 32 and base.allreduce_latency_s == 0
+    assert slow.comm_s - base.comm_s == pytest.approx(64 * 10e-6) and slow.tokens_per_s < base.tokens_per_s
+    one = S.decode_step(M, 8, 1024, 1, 197e12, 819, allreduce_latency_s=10e-6)   # one chip: no all-reduce
+    assert one.allreduces == 0 and one.comm_s == 0
+    with pytest.raises(ValueError, match="allreduce_latency_s must be a finite number >= 0"):
+        S.decode_step(M, 8, 1024, 4, 197e12, 819, link_gbs=400, allreduce_latency_s=-1e-6)
