@@ -8,7 +8,9 @@ as an all-reduce whose result each device cuts with a ``dynamic-slice`` at its o
 ``ReduceScatterCreator`` pass), its **CPU** pipeline leaves it as it is (a ``psum_scatter``
 written by hand still compiles to a native reduce-scatter on CPU). Such a pair is reported as
 ``reduce-scatter`` with ``compiled_as="all-reduce + dynamic-slice (CPU)"``, so the table reads
-the same on every backend, and :attr:`Collective.compiled_ring_bytes` prices what ran.
+the same on every backend, and :attr:`Collective.compiled_ring_bytes` prices what ran. Each
+reduction says what it combines (:attr:`Collective.reduce_op`, from its ``to_apply`` computation):
+a sum, or e.g. the max of a softmax's row max over vocabulary shards — same bytes, no gradient.
 
 **Bytes, one definition** (:data:`SENT`): what each device *sends* per collective in the ring
 algorithm priced, from the full array D the collective is about (:func:`bytes_sent`):
@@ -37,6 +39,7 @@ DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3"
                "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
                "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
 EMULATED_RS = "all-reduce + dynamic-slice (CPU)"
+REDUCE_OPS = {"add": "sum", "maximum": "max", "minimum": "min", "multiply": "prod", "and": "and", "or": "or"}
 
 _ARRAY = re.compile(r"(?P<dtype>[a-z]+\d*[a-z\d]*)\[(?P<dims>[\d,]*)\]")
 
@@ -56,6 +59,7 @@ class Collective:
     op_name: str = ""  # the JAX op that caused it (HLO metadata), e.g. "jit(step)/.../dot_general"
 
     arrays: int = 1  # arrays in its call: a tuple all-reduce carries several (name "call[i]")
+    reduce_op: str = ""  # a reduction's combiner ("sum", "max", ...: REDUCE_OPS); "" for data movement
 
     @property
     def call(self) -> str:
@@ -99,8 +103,8 @@ class Collective:
         """A table row for labkit.course.tables.show (Lab 03)."""
         groups = self.replica_groups
         g = str([list(x) for x in groups[:2]])[:-1] + (", ...]" if len(groups) > 2 else "]")
-        return {"kind": self.kind, "compiled as": self.compiled_as, "operand shape": self.shape,
-                "dtype": self.dtype, "array bytes D": self.array_bytes, "n": self.group_size,
+        return {"kind": self.kind, "reduction": self.reduce_op, "compiled as": self.compiled_as,
+                "operand shape": self.shape, "dtype": self.dtype, "array bytes D": self.array_bytes, "n": self.group_size,
                 "replica groups": g, "bytes sent": self.ring_bytes, "from": self.origin}
 
 
@@ -189,6 +193,13 @@ def _mesh_groups(mesh_text: str, device_ids: str | None, axes_text: str) -> tupl
     return tuple(tuple(int(v) for v in row) for row in arr)
 
 
+def reduce_op(attrs: str, comps: dict[str, str]) -> str:
+    """(Lab 03) "sum" / "max" / ...: the root op of a reduction's ``to_apply`` computation; "" if none."""
+    m = re.search(r"to_apply=%?([\w.\-]+)", attrs)
+    root = re.search(r"ROOT\s+%?[\w.\-]+\s*=\s*\S+\s+([\w\-]+)\(", comps.get(m[1], "")) if m else None
+    return REDUCE_OPS.get(root[1], root[1]) if root else ""
+
+
 def collectives(compiled: Any, n_devices: int | None = None) -> list[Collective]:
     """Every collective in a compiled program (or its HLO text), one row per array (Lab 03)."""
     text = compiled if isinstance(compiled, str) else compiled.as_text()
@@ -220,12 +231,14 @@ def collectives(compiled: Any, n_devices: int | None = None) -> list[Collective]
                     sliced = hlo_text.sliced_by_partition(d["name"], instrs, users, comps)
                 kind, how = ("reduce-scatter", EMULATED_RS) if sliced else ("all-reduce", "all-reduce")
                 out.append(Collective(kind, how, d["name"] + (f"[{i}]" if tuple_result else ""), dims,
-                                      dt, nbytes(dt, dims), n, groups, src, len(shapes) if tuple_result else 1))
+                                      dt, nbytes(dt, dims), n, groups, src, len(shapes) if tuple_result else 1,
+                                      reduce_op(d["attrs"], comps)))
             continue
         dt = shapes[0][0]
         total = sum(nbytes(t, s) for t, s in shapes)
         dims = shapes[0][1] if len(shapes) == 1 else (len(shapes),) + shapes[0][1]
-        out.append(Collective(op, d["op"], d["name"], dims, dt, total, n, groups, src))
+        out.append(Collective(op, d["op"], d["name"], dims, dt, total, n, groups, src,
+                              reduce_op=reduce_op(d["attrs"], comps) if op == "reduce-scatter" else ""))
     return out
 
 
@@ -249,7 +262,7 @@ def schedule(compiled: Any) -> list[tuple[str, str, str]]:
 
 
 def summarize(table: Iterable[Collective], detail: bool = False) -> list[dict[str, Any]]:
-    """Rows per kind (or kind, shape, origin if detail): arrays, calls, D, bytes sent (ring, as compiled) (Lab 03).
+    """Rows per kind (or kind, reduction op, shape, origin if detail): arrays, calls, D, bytes sent (Lab 03).
 
     "arrays" counts arrays; "calls" the HLO collectives that carry them (a tuple all-reduce is one
     call for many arrays, and is counted in each row that holds one of its arrays).
@@ -257,8 +270,9 @@ def summarize(table: Iterable[Collective], detail: bool = False) -> list[dict[st
     rows: dict[tuple, dict[str, Any]] = {}
     calls: dict[tuple, set[str]] = {}
     for c in table:
-        key = (KINDS.index(c.kind),) + ((c.compiled_as, c.shape, c.dtype, c.group_size, c.origin) if detail else ())
-        head = {"kind": c.kind} | ({"compiled as": c.compiled_as, "operand shape": c.shape,
+        key = (KINDS.index(c.kind),) + ((c.reduce_op, c.compiled_as, c.shape, c.dtype, c.group_size, c.origin)
+                                        if detail else ())
+        head = {"kind": c.kind} | ({"reduction": c.reduce_op, "compiled as": c.compiled_as, "operand shape": c.shape,
                                    "dtype": c.dtype, "n": c.group_size, "from": c.origin} if detail else {})
         r = rows.setdefault(key, head | {"arrays": 0, "calls": 0, "array bytes D": 0, "bytes sent": 0.0,
                                          "sent as compiled": 0.0})

@@ -120,8 +120,11 @@ def zero3_bytes(cfg: GPTConfig, n: int = 8) -> dict[str, float]:
     per use; each of those sends Ψ' = (n-1)/n Ψ per device in a ring ("psi_sent"). Two things of
     this GPT move it: the tied ``wte`` is used twice (lookup and head), so "kept" gathers it twice
     and reduce-scatters its two gradient contributions separately, while "regather" shares one
-    forward gather between the two uses; and only matmul weights are gathered again for the
-    backward pass (``wpe`` and the LayerNorm vectors feed no matmul).
+    forward gather between the two uses; and "regather" gathers again only the matmul weights,
+    the ones :func:`zero3_use` wraps (this lab's choice: DeepSpeed ZeRO-3 and PyTorch FSDP re-gather
+    every parameter of a wrapped module). Left out of the count: ``wpe``, whose gradient is the
+    incoming gradient summed over the batch and needs no weight, and the LayerNorm gains, which the
+    backward pass needs (dx depends on them) and which both schedules gather for it: 1-D, a few KiB.
     """
     shapes = st.param_shapes(cfg)
     nbytes = {k: 4 * int(np.prod(s)) for k, s in shapes.items()}  # fp32 bytes per parameter
@@ -159,6 +162,24 @@ def gathers_in_backward(compiled: Any, table: list[coll.Collective] | None = Non
     table = coll.collectives(compiled) if table is None else table
     regathers = [at[c.name] for c in table if _is_regather(c) and c.name in at]
     return sum(i > end for i in regathers), len(regathers)
+
+
+def gathers_per_param(compiled: Any, table: list[coll.Collective] | None = None) -> dict[str, list[str]]:
+    """(Lab 03) {parameter: the origin of each all-gather of it}, traced from the HLO; "?" if one is not traced.
+
+    A weight's all-gather reads the step's argument (through bitcasts, copies, transposes), whose
+    metadata names it ``params['wte']``; a combined all-gather (a GPU combiner's) reads several.
+    """
+    from labkit.sharding import hlo_text
+
+    text = compiled if isinstance(compiled, str) else compiled.as_text()
+    instrs, _, _ = hlo_text.parse_module(text)
+    out: dict[str, list[str]] = {}
+    for c in coll.collectives(text) if table is None else table:
+        if c.kind == "all-gather":
+            for o in instrs[c.name]["operands"]:
+                out.setdefault(hlo_text.source_parameter(o, instrs) or "?", []).append(c.origin)
+    return out
 
 
 def row(m: dict[str, Any]) -> dict[str, Any]:

@@ -72,3 +72,24 @@ def sliced_by_partition(name: str, instrs: dict, users: dict, comps: dict, depth
                 from_partition_id(o, instrs, comps) for o in u["operands"] if o != name)):
             return True
     return False
+
+
+_PARAM_NAME = re.compile(r"""op_name="[^"]*\[\\?['"]?([^'"\\\]]+)\\?['"]?\]""")  # params['wte'] -> wte
+
+
+def source_parameter(name: str, instrs: dict, depth: int = 0) -> str | None:
+    """(Lab 03) The JAX name ("wte") of the argument ``name`` reads, through one-operand ops; None if not one."""
+    d = instrs.get(name)
+    if d is None or depth > 6:
+        return None
+    if d["op"] == "parameter":  # jit writes the argument's pytree path into its metadata: params['wte']
+        m = _PARAM_NAME.search(d["attrs"])
+        return m[1] if m else None
+    if d["op"] == "get-tuple-element":  # element i of tuple(...), possibly through an opt-barrier of it
+        i, src = int(re.search(r"index=(\d+)", d["attrs"])[1]), instrs.get(d["operands"][0])
+        while src is not None and src["op"] == "opt-barrier" and len(src["operands"]) == 1:
+            src = instrs.get(src["operands"][0])
+        ok = src is not None and src["op"] == "tuple" and i < len(src["operands"])
+        return source_parameter(src["operands"][i], instrs, depth + 1) if ok else None
+    # bitcast, copy, transpose, a one-input fusion: the same array, moved; two inputs make a new one
+    return source_parameter(d["operands"][0], instrs, depth + 1) if len(d["operands"]) == 1 else None

@@ -255,10 +255,13 @@ def plot_collective_fit(points: Mapping[str, Sequence[Any]], fits: Mapping[str, 
     ax.set_xlabel("bytes each device sends (S, ring model)")
     ax.set_ylabel("time per collective (µs)")
     # The takeaway rests on the series its own fit describes best (comm_bench.best_kind), not on
-    # whichever grew most; points whose repeats spread widely are marked.
+    # whichever grew most, and on its smallest and largest *steady* points: a noisy one (marked x)
+    # says little about the time, so it sets the ratio only when fewer than two points are steady.
     best = comm_bench.best_kind(fits, points)
-    grow = points[best][-1].seconds / points[best][0].seconds
-    span = points[best][-1].sent_bytes / points[best][0].sent_bytes
+    steady = [p for p in points[best] if p.spread <= bench.NOISY_SPREAD]
+    ends = (steady[0], steady[-1]) if len(steady) >= 2 else (points[best][0], points[best][-1])
+    grow = ends[1].seconds / ends[0].seconds
+    span = ends[1].sent_bytes / ends[0].sent_bytes
     noisy = [(p.sent_bytes, p.seconds * 1e6) for pts in points.values() for p in pts
              if p.spread > bench.NOISY_SPREAD]
     if noisy:
@@ -267,8 +270,10 @@ def plot_collective_fit(points: Mapping[str, Sequence[Any]], fits: Mapping[str, 
     why = ("a fixed cost per call hides the bytes of the small ones" if grow < span / 2
            else "time grows with the bytes: bandwidth-bound throughout")
     flag = f"; {len(noisy)} noisy point{'s' * (len(noisy) != 1)} marked x" if noisy else ""
-    ax.set_title(f"{where}: {span:.0f}x the bytes took {grow:.0f}x the time ({best}, the better fit{flag})\n{why}",
-                 fontsize=10)
+    which = ("" if len(steady) == len(points[best]) else " steady points" if len(steady) >= 2
+             else " all points, noisy ones included")
+    ax.set_title(f"{where}: {span:.0f}x the bytes took {grow:.0f}x the time ({best}{which}, the better fit{flag})"
+                 f"\n{why}", fontsize=10)
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

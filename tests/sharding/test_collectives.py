@@ -232,6 +232,10 @@ out["permute"] = {"kinds": C.kinds(t), "bytes": C.total_bytes(t), "pairs": len(t
 a = jax.jit(lambda v: v, in_shardings=N(P("data", None)), out_shardings=N(P(None, "data")))
 t = C.collectives(a.lower(np.ones((64, 64), np.float32)).compile())
 out["a2a"] = {"kinds": C.kinds(t), "bytes": C.total_bytes(t)}
+# A max over the devices (a softmax's row-max over vocabulary shards): an all-reduce whose combiner is max.
+mx = jax.jit(jax.shard_map(lambda a: jax.lax.pmax(a, "data"), mesh=mesh, in_specs=P("data"), out_specs=P()))
+t = C.collectives(mx.lower(np.ones(64, np.float32)).compile())
+out["pmax"] = [[c.kind, c.reduce_op] for c in t]
 print("RESULT" + json.dumps(out))
 """
 
@@ -261,6 +265,10 @@ def test_reduce_scatter_auto_on_cpu_and_by_hand(compiled: dict) -> None:
     assert manual["bytes"] == 64 * 8 * 4
 
 
+def test_a_max_all_reduce_says_max(compiled: dict) -> None:
+    assert compiled["pmax"] == [["all-reduce", "max"]]
+
+
 def test_permute_and_all_to_all(compiled: dict) -> None:
     assert compiled["permute"] == {"kinds": {"collective-permute": 1}, "bytes": 8 * 4, "pairs": 8}
     assert set(compiled["a2a"]["kinds"]) == {"all-to-all"}
@@ -285,3 +293,44 @@ def test_entry_name_of_an_hlo_module() -> None:
     assert hlo_text.entry_name("HloModule m\n\n%add (a: f32[]) -> f32[] {\n}\n\nENTRY %main.0_spmd (p: f32[2]) -> f32[2] {\n}\n") \
         == "main.0_spmd"
     assert hlo_text.entry_name("HloModule m\n") is None
+
+
+def test_the_reduction_op_is_read_from_to_apply() -> None:
+    # A reduce-scatter of a max (a row-max over vocabulary shards) costs a sum's bytes: the tables say which.
+    (add,) = C.collectives(CPU_RS)
+    (mx,) = C.collectives(CPU_RS.replace("ROOT %add = f32[] add(%x, %y)", "ROOT %m = f32[] maximum(%x, %y)"))
+    assert (add.reduce_op, mx.reduce_op) == ("sum", "max") and mx.kind == "reduce-scatter"
+    assert mx.row()["reduction"] == "max" and mx.ring_bytes == add.ring_bytes
+    rows = C.summarize([add, mx], detail=True)
+    assert sorted(r["reduction"] for r in rows) == ["max", "sum"]  # two rows: the same shape, two combiners
+    table = C.collectives(MIXED)
+    assert [c.reduce_op for c in table if c.kind == "all-reduce"] == ["sum", "sum"]  # a tuple all-reduce: one combiner
+    assert all(c.reduce_op == "" for c in table if c.kind != "all-reduce")  # data movement has none
+
+
+def test_source_parameter_follows_one_operand_ops_to_the_argument() -> None:
+    from labkit.sharding import hlo_text
+
+    text = """HloModule m, num_partitions=8
+
+ENTRY %main (param.3: f32[32,128], param.4: f32[16]) -> f32[] {
+  %param.3 = f32[32,128]{1,0} parameter(0), sharding={devices=[8,1]<=[8]}, metadata={op_name="params[\\'wte\\']"}
+  %param.4 = f32[16]{0} parameter(1), metadata={op_name="params[\\'lnf_g\\']"}
+  %bitcast.1 = f32[128,32]{0,1} bitcast(%param.3), metadata={op_name="jit(step)/jvp()/transpose"}
+  %add.2 = f32[16]{0} add(%param.4, %param.4)
+  %all-gather.1 = f32[128,256]{0,1} all-gather(%bitcast.1), channel_id=1, replica_groups=[1,8]<=[8], dimensions={1}
+  %all-gather.2 = f32[128]{0} all-gather(%add.2), channel_id=2, replica_groups=[1,8]<=[8], dimensions={0}
+  %tuple.1 = (f32[16]{0}, f32[16]{0}) tuple(%param.4, %add.2)
+  %opt-barrier.1 = (f32[16]{0}, f32[16]{0}) opt-barrier(%tuple.1)
+  %gte.0 = f32[16]{0} get-tuple-element(%opt-barrier.1), index=0
+  %gte.1 = f32[16]{0} get-tuple-element(%opt-barrier.1), index=1
+  ROOT %r = f32[] constant(0)
+}
+"""
+    instrs, _, _ = hlo_text.parse_module(text)
+    assert hlo_text.source_parameter("bitcast.1", instrs) == "wte"  # through the transpose's bitcast
+    assert hlo_text.source_parameter("param.4", instrs) == "lnf_g"
+    assert hlo_text.source_parameter("add.2", instrs) is None  # two operands: a new array, not a weight
+    assert hlo_text.source_parameter("nowhere", instrs) is None
+    # ZeRO-3's re-gather reads the shard back out of an optimization barrier: element 0 is the weight
+    assert hlo_text.source_parameter("gte.0", instrs) == "lnf_g" and hlo_text.source_parameter("gte.1", instrs) is None

@@ -134,6 +134,27 @@ def test_plot_title_rests_on_the_better_fit_and_flags_noisy_points() -> None:
     plt.close("all")
 
 
+def test_plot_title_ratio_skips_the_noisy_points_of_its_series() -> None:
+    # The better fit's largest point is noisy (repeats spread 0.8): the ratio runs to the largest steady point,
+    # 2**19 bytes, 16x the smallest, not to the noisy 2**21 (64x) -- and the title says so.
+    ar = points("all-reduce", 300e-6, 1.0)
+    ar[-1] = cb.Point(**{**ar[-1].__dict__, "spread": 0.8})
+    ag = points("all-gather", 300e-6, 1.0)
+    ag[1] = cb.Point(**{**ag[1].__dict__, "seconds": ag[1].seconds * 3})  # a worse fit, all steady
+    pts = {"all-gather": ag, "all-reduce": ar}
+    fits = {k: cb.fit(p) for k, p in pts.items()}
+    assert cb.best_kind(fits, pts) == "all-reduce"
+    title = plots.plot_collective_fit(pts, fits, where="x").axes[0].get_title()
+    grow = ar[-2].seconds / ar[0].seconds
+    assert f"16x the bytes took {grow:.0f}x the time (all-reduce steady points, the better fit; 1 noisy point" in title, title
+    # Fewer than two steady points: every point sets the ratio, and the title says the noisy ones are in it.
+    for i in range(1, 4):
+        ar[i] = cb.Point(**{**ar[i].__dict__, "spread": 0.8})
+    title = plots.plot_collective_fit(pts, fits, where="x").axes[0].get_title()
+    assert "64x the bytes" in title and "(all-reduce all points, noisy ones included, the better fit; 3 noisy" in title, title
+    plt.close("all")
+
+
 SCRIPT = r"""
 import json
 import labkit

@@ -33,6 +33,8 @@ out["grad_diff"] = max(float(np.max(np.abs(ms["kept"]["grads"][k] - ms["regather
                        for k in ms["kept"]["grads"])
 out["zero3"] = F.zero3_bytes(cfg)
 out["sent"] = {s: m["bytes sent"] for s, m in ms.items()}
+out["per_param"] = {s: F.gathers_per_param(m["compiled"]) for s, m in ms.items()}
+out["names"] = sorted(ms["kept"]["grads"])
 try:
     F.grad_step(cfg, "zero-4")
 except ValueError as e:
@@ -131,3 +133,21 @@ def test_a_regather_is_read_from_its_own_part_of_a_combined_op_name() -> None:
     plain = Collective("all-gather", "all-gather", "all-gather.3", (16, 128), "f32", 8192, 8, (tuple(range(8)),),
                        "jit(step)/transpose(jvp())/dot_general")
     assert F._is_regather(plain) and not F._is_regather(Collective(**{**plain.__dict__, "shape": (16,)}))
+
+
+
+def test_gathers_counted_per_parameter_from_the_hlo(result: dict) -> None:
+    kept, regather = result["per_param"]["kept"], result["per_param"]["regather"]
+    for per in (kept, regather):
+        assert "?" not in per and sorted(per) == result["names"]  # every all-gather traced to its weight
+    matmul = [k for k in kept if k.endswith(("w_qkv", "w_proj", "w_fc", "w_out"))]
+    gains = [k for k in kept if k.endswith("_g")]
+    assert len(matmul) == 2 * 4 and len(gains) == 2 * 2 + 1
+    # kept: one gather per matmul weight; the tied wte twice (lookup, head); each LayerNorm gain twice,
+    # for the forward and again for the backward pass (dx needs it); biases and wpe once.
+    assert all(len(kept[k]) == 1 for k in matmul) and len(kept["wte"]) == 2, kept
+    assert all(sorted(kept[k]) == ["backward mul", "forward mul"] for k in gains), {k: kept[k] for k in gains}
+    assert len(kept["wpe"]) == 1 and all(len(kept[k]) == 1 for k in kept if k.endswith("_b"))
+    # regather: every matmul weight gathered again for the backward; the LayerNorm gains as in kept.
+    assert all(len(regather[k]) == 2 for k in matmul) and all(len(regather[k]) == 2 for k in gains)
+    assert len(regather["wte"]) == 2 and len(regather["wpe"]) == 1

@@ -1,4 +1,4 @@
-"""Lab 03 exercises: predict the collectives of a layout; fix a layout that all-gathers.
+"""Lab 03 exercises: predict the collectives of a layout (and w's shape); fix a layout that all-gathers.
 
 Both checks compile on an 8-device mesh (simulated CPU devices are fine) and compare with the
 collectives the compiler really inserted (``labkit.sharding.collectives``), so an answer is judged by
@@ -7,6 +7,7 @@ the partitioner, not by a stored key.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable
 
 import numpy as np
@@ -17,17 +18,19 @@ from labkit.course.check import CheckResult, Hint, finish, check_function
 
 MESH_SHAPE, MESH_AXES = (2, 4), ("data", "model")
 X_SHAPE, W_SHAPE = (16, 32), (32, 64)  # y = x @ w: (batch, d_in) @ (d_in, d_out)
+NARROW_W = (32, 4)  # a w with fewer output columns than x has contracted ones: y's tiles are smaller than x's
 
-# (x layout, w layout, y layout): every rule of the exercise shows up at least once.
-MATMUL_CASES: list[tuple[tuple, tuple, tuple]] = [
-    (("data", None), (None, None), ("data", None)),  # batch split: nothing to exchange
-    ((None, "model"), ("model", None), (None, None)),  # split contraction -> partial sums
-    ((None, "model"), ("model", None), ("model", None)),  # ... and the output split too
-    (("data", "model"), ("model", None), ("data", None)),  # both at once
-    (("data", None), (None, "model"), (None, None)),  # replicated output from split pieces
-    ((None, None), (None, "model"), (None, "model")),  # column split, output stays split
-    (("data", None), (None, "model"), ("data", "model")),  # 2-D output, nothing to exchange
-    (("data", "model"), (None, None), ("data", None)),  # only x's contraction is split
+# (x layout, w layout, y layout, w shape): every rule of the exercise shows up at least once.
+MATMUL_CASES: list[tuple[tuple, tuple, tuple, tuple]] = [
+    (("data", None), (None, None), ("data", None), W_SHAPE),  # batch split: nothing to exchange
+    ((None, "model"), ("model", None), (None, None), W_SHAPE),  # split contraction -> partial sums
+    ((None, "model"), ("model", None), ("model", None), W_SHAPE),  # ... and the output split too
+    (("data", "model"), ("model", None), ("data", None), W_SHAPE),  # both at once
+    (("data", None), (None, "model"), (None, None), W_SHAPE),  # replicated output from split pieces
+    ((None, None), (None, "model"), (None, "model"), W_SHAPE),  # column split, output stays split
+    (("data", None), (None, "model"), ("data", "model"), W_SHAPE),  # 2-D output, nothing to exchange
+    (("data", "model"), (None, None), ("data", None), W_SHAPE),  # only x's contraction is split, w wide
+    (("data", "model"), (None, None), ("data", None), NARROW_W),  # ... and w narrow: the other choice
 ]
 
 
@@ -35,14 +38,15 @@ def _mesh() -> Any:
     return S.make_mesh(MESH_SHAPE, MESH_AXES, "auto", S.mesh_devices(8))
 
 
-def compiled_kinds(x_spec: tuple, w_spec: tuple, y_spec: tuple, mesh: Any = None) -> set[str]:
-    """(Lab 03) The collective kinds the compiler inserts for y = x @ w with these layouts."""
+def compiled_kinds(x_spec: tuple, w_spec: tuple, y_spec: tuple, w_shape: tuple = W_SHAPE,
+                   mesh: Any = None) -> set[str]:
+    """(Lab 03) The collective kinds the compiler inserts for y = x @ w with these layouts and w's shape."""
     import jax
 
     mesh = mesh if mesh is not None else _mesh()
     sh = [S.named(mesh, S.spec_of(*s)) for s in (x_spec, w_spec, y_spec)]
     f = jax.jit(lambda x, w: x @ w, in_shardings=(sh[0], sh[1]), out_shardings=sh[2])
-    x, w = np.ones(X_SHAPE, np.float32), np.ones(W_SHAPE, np.float32)
+    x, w = np.ones(X_SHAPE, np.float32), np.ones(tuple(w_shape), np.float32)
     return set(C.kinds(C.collectives(f.lower(x, w).compile())))
 
 
@@ -50,12 +54,25 @@ def _is(got: Any, kinds: set[str]) -> bool:
     return isinstance(got, (set, frozenset, list, tuple)) and set(got) == kinds
 
 
-def check_predict_collectives(fn: Callable[[tuple, tuple, tuple], set[str]]) -> CheckResult:
-    """(Lab 03) ``fn(x_spec, w_spec, y_spec)`` -> the set of collective kinds for y = x @ w."""
+def _one_sided(a: tuple) -> bool:
+    """Only x's contracted dimension is split; w is whole (replicated)."""
+    return a[0][1] is not None and all(e is None for e in a[1])
+
+
+def check_predict_collectives(fn: Callable[[tuple, tuple, tuple, tuple], set[str]]) -> CheckResult:
+    """(Lab 03) ``fn(x_spec, w_spec, y_spec, w_shape)`` -> the set of collective kinds for y = x @ w."""
+    name = "predict the collectives"
+    try:  # an answer written for three arguments would stop the check with a TypeError: say what changed
+        inspect.signature(fn).bind(*MATMUL_CASES[0])
+    except TypeError:
+        return finish(CheckResult(name, "wrong", "predict_collectives takes four arguments: (x_spec, w_spec, "
+                                  f"y_spec, w_shape), w_shape like {W_SHAPE} (x is always {X_SHAPE})."))
+    except ValueError:  # a builtin without a readable signature: let the cases judge it
+        pass
     cache: dict[Any, Any] = {}
 
-    def reference(x_spec: tuple, w_spec: tuple, y_spec: tuple) -> set[str]:
-        key = (x_spec, w_spec, y_spec)
+    def reference(x_spec: tuple, w_spec: tuple, y_spec: tuple, w_shape: tuple) -> set[str]:
+        key = (x_spec, w_spec, y_spec, w_shape)
         if key not in cache:  # build the mesh on first use: a stub answer never touches JAX
             mesh = cache.setdefault("mesh", _mesh())
             cache[key] = compiled_kinds(*key, mesh=mesh)
@@ -79,22 +96,30 @@ def check_predict_collectives(fn: Callable[[tuple, tuple, tuple], set[str]]) -> 
         Hint(lambda g, e, a: e == {"all-gather"} and _is(g, set()),
              "the output layout asks every device for tiles that other devices computed (e.g. a "
              "replicated y from a split x or w): those tiles must be gathered — all-gather."),
-        Hint(lambda g, e, a: e == {"all-gather"} and _is(g, {"all-reduce"}),
-             "only x's contracted dimension is split (w is whole): rather than summing partial "
-             "products the compiler gathers x's missing columns — all-gather, no reduction."),
+        Hint(lambda g, e, a: _one_sided(a) and e == {"all-gather"} and _is(g, {"all-reduce"}),
+             "only x's contracted dimension is split (w is whole), and w is wide: y's tile (rows x "
+             "d_out) is no smaller than x's (rows x d_in). The partitioner can gather x's missing "
+             "columns or slice w to match and add partial products; it weighs the two by size, and "
+             "here gathering x is the smaller — all-gather, no reduction."),
+        Hint(lambda g, e, a: _one_sided(a) and e == {"all-reduce"} and _is(g, {"all-gather"}),
+             "only x's contracted dimension is split (w is whole), and w is narrow: y's tile (rows x "
+             "d_out) is smaller than x's (rows x d_in). Rather than gather x, the partitioner slices "
+             "the replicated w to match x's columns (free: every device holds all of w) and adds "
+             "the partial products — an all-reduce of the small y."),
         Hint(lambda g, e, a: e == set() and bool(g),
              "no collective here: each device already holds every x row and w column its output "
              "tile needs. Splitting the output more finely than the inputs costs nothing — the "
              "device just keeps its slice."),
     ]
-    return check_function("predict the collectives", normalised, reference, MATMUL_CASES,
+    return check_function(name, normalised, reference, MATMUL_CASES,
                           hints=hints, explain="You can read a layout's communication off its "
-                          "PartitionSpecs before compiling anything.", describe=describe_case)
+                          "PartitionSpecs and shapes before compiling anything.", describe=describe_case)
 
 
 def describe_case(args: tuple) -> str:
-    """(Lab 03) "x ('data', None), w (None, 'model'), y (None, None)": one case of exercise 1, named."""
-    return ", ".join(f"{k} {spec}" for k, spec in zip(("x", "w", "y"), args))
+    """(Lab 03) "x ('data', None), w (None, 'model') of shape (32, 64), y (None, None)": one case, named."""
+    x, w, y, w_shape = args
+    return f"x {x}, w {w} of shape {tuple(w_shape)}, y {y}"
 
 
 # ----------------------------------------------------------------------------------------

@@ -21,50 +21,68 @@ labkit.setup(cpu_devices=8, quiet=True)
 from labkit.course.exercises import lab03
 from labkit.course.check import CheckFailed
 
-def right(x, w, y):  # the lab's solution
+def right(x, w, y, shape):  # the lab's solution
     kinds = set()
     if x[1] is not None and x[1] == w[0]:
         kinds.add("reduce-scatter" if x[1] in y else "all-reduce")
-    elif x[1] is not None or w[0] is not None:
+    elif x[1] is not None:  # only x's contraction split: all-reduce the smaller y, else gather x
+        kinds.add("all-reduce" if shape[1] < shape[0] else "all-gather")
+    elif w[0] is not None:
         kinds.add("all-gather")
     if any(h is not None and want != h for h, want in zip((x[0], w[1]), y)):
         kinds.add("all-gather")
     return kinds
 
-def right_alt(x, w, y):  # correct, written as a table of cases, returning a list
+def right_alt(x, w, y, shape):  # correct, written as a table of cases, returning a list; one side by ring bytes
     out = []
     split_contraction = x[1] is not None and x[1] == w[0]
     if split_contraction:
         out.append("reduce-scatter" if y[0] == x[1] or y[1] == x[1] else "all-reduce")
-    if (x[1] is not None) != (w[0] is not None) or (x[0] and y[0] != x[0]) or (w[1] and y[1] != w[1]):
+    elif x[1] is not None and w[0] is None:
+        n, rows = 4, 16 // 2  # the "model" group; each row block of x
+        gather_x, reduce_y = (n - 1) / n * rows * shape[0], 2 * (n - 1) / n * rows * shape[1]
+        out.append("all-reduce" if reduce_y < gather_x else "all-gather")
+    if (w[0] is not None and x[1] is None) or (x[0] and y[0] != x[0]) or (w[1] and y[1] != w[1]):
         out.append("all-gather")
     return out
 
-def never_rs(x, w, y):  # forgets that a split output turns the all-reduce into a reduce-scatter
-    k = right(x, w, y)
+def never_rs(x, w, y, shape):  # forgets that a split output turns the all-reduce into a reduce-scatter
+    k = right(x, w, y, shape)
     return {"all-reduce" if c == "reduce-scatter" else c for c in k}
 
-def no_partial_sums(x, w, y):  # forgets the contraction entirely
+def no_partial_sums(x, w, y, shape):  # forgets the contraction entirely
     return {"all-gather"} if any(h is not None and want != h for h, want in zip((x[0], w[1]), y)) else set()
 
-def never_gather(x, w, y):  # forgets that a replicated output needs the tiles others computed
-    return right(x, w, y) - {"all-gather"}
+def never_gather(x, w, y, shape):  # forgets that a replicated output needs the tiles others computed
+    return right(x, w, y, shape) - {"all-gather"}
 
-def sums_one_side(x, w, y):  # partial sums even when only x's contraction is split
-    k = right(x, w, y)
+def sums_one_side(x, w, y, shape):  # partial sums whenever only x's contraction is split, even for a wide w
+    k = right(x, w, y, shape)
     if x[1] is not None and w[0] is None:
         k = (k - {"all-gather"}) | {"all-reduce"}
     return k
 
-def always_gather(x, w, y):  # "sharding always costs a gather"
-    return right(x, w, y) | {"all-gather"}
+def gathers_one_side(x, w, y, shape):  # "one side split: always gather it", whatever w's shape
+    k = right(x, w, y, shape)
+    if x[1] is not None and w[0] is None:
+        k = (k - {"all-reduce"}) | {"all-gather"}
+    return k
+
+def always_gather(x, w, y, shape):  # "sharding always costs a gather"
+    return right(x, w, y, shape) | {"all-gather"}
+
+def three_args(x, w, y):  # written for the exercise before w's shape was an argument
+    return set()
 
 out = {}
 for name, fn in [("right", right), ("right_alt", right_alt), ("never_rs", never_rs),
                  ("no_partial_sums", no_partial_sums), ("never_gather", never_gather),
-                 ("sums_one_side", sums_one_side), ("always_gather", always_gather)]:
+                 ("sums_one_side", sums_one_side), ("gathers_one_side", gathers_one_side),
+                 ("always_gather", always_gather), ("three_args", three_args)]:
     r = lab03.check_predict_collectives(fn)
     out["predict_" + name] = [r.status, r.message]
+# The compiler's own answers for the two one-sided cases: the same layouts, a wide and a narrow w.
+out["one_sided"] = [sorted(lab03.compiled_kinds(*c)) for c in lab03.MATMUL_CASES if c[:3] == (("data", "model"), (None, None), ("data", None))]
 for name, layout in [("right", {"w1": (None, "model"), "w2": ("model", None)}),
                      ("broken", lab03.BROKEN_LAYOUT),
                      ("w2_whole", {"w1": (None, "model"), "w2": (None, None)}),
@@ -102,7 +120,8 @@ def test_predict_accepts_correct_answers(verdicts: dict, name: str) -> None:
     ("never_rs", "reduce-scatter (half an all-reduce's traffic"),
     ("no_partial_sums", "partial sums must be added across devices"),
     ("never_gather", "tiles that other devices computed"),
-    ("sums_one_side", "only x's contracted dimension is split"),
+    ("sums_one_side", "only x's contracted dimension is split (w is whole), and w is wide"),
+    ("gathers_one_side", "only x's contracted dimension is split (w is whole), and w is narrow"),
     ("always_gather", "no collective here"),
 ])
 def test_predict_wrong_answers_get_their_hint(verdicts: dict, name: str, hint: str) -> None:
@@ -126,8 +145,18 @@ def test_a_bare_string_spec_is_refused_with_the_fix(verdicts: dict) -> None:
 def test_predict_hint_names_the_layout_that_failed(verdicts: dict) -> None:
     status, message = verdicts["predict_never_rs"]
     # never_rs answers all-reduce where the output is split over the summed axis: the third case of MATMUL_CASES
-    assert status == "wrong" and "Wrong for x (None, 'model'), w ('model', None), y ('model', None): " \
+    assert status == "wrong" and "Wrong for x (None, 'model'), w ('model', None) of shape (32, 64), y ('model', None): " \
         "your answer was {'all-reduce'}." in message, message
+
+
+def test_the_same_layout_compiles_both_ways_by_the_shape_of_w(verdicts: dict) -> None:
+    # x ("data", "model"), w whole, y ("data", None): a wide w -> gather x; a narrow w -> all-reduce y.
+    assert verdicts["one_sided"] == [["all-gather"], ["all-reduce"]], verdicts["one_sided"]
+
+
+def test_an_answer_without_the_shape_argument_is_told_the_signature(verdicts: dict) -> None:
+    status, message = verdicts["predict_three_args"]
+    assert status == "wrong" and "takes four arguments: (x_spec, w_spec, y_spec, w_shape)" in message, message
 
 
 @pytest.mark.parametrize("name, hint", [
@@ -153,18 +182,21 @@ def test_stop_mode_raises_on_a_wrong_answer(verdicts: dict) -> None:
 def test_not_done(monkeypatch: pytest.MonkeyPatch) -> None:
     # A stub answer is judged before anything is compiled: no devices needed.
     monkeypatch.setenv(MODE_ENV, "report")
-    assert lab03.check_predict_collectives(lambda x, w, y: your_turn("7.1")).status == "not done"
+    assert lab03.check_predict_collectives(lambda x, w, y, shape: your_turn("7.1")).status == "not done"
     assert lab03.check_fixed_layout(lambda: your_turn("7.2")).status == "not done"
     monkeypatch.setenv(MODE_ENV, "stop")
     with pytest.raises(NotDoneYet):
         lab03.check_fixed_layout(lambda: your_turn("7.2"))
     with pytest.raises(NotDoneYet):
-        lab03.check_predict_collectives(lambda x, w, y: your_turn("7.1"))
+        lab03.check_predict_collectives(lambda x, w, y, shape: your_turn("7.1"))
 
 
 def test_cases_cover_every_rule() -> None:
     specs = lab03.MATMUL_CASES
     assert len(specs) == len(set(specs)) >= 6
+    # One layout twice, with a wide and a narrow w: the partitioner's choice depends on the shapes.
+    one_sided = [c[3] for c in specs if c[0][1] is not None and c[1] == (None, None)]
+    assert sorted(w[1] < w[0] for w in one_sided) == [False, True], one_sided
     assert CheckFailed is not None  # stop mode's exception, imported for the suite's readers
 
 
