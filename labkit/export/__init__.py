@@ -14,5 +14,6 @@ Modules:
 - ``cuda_graph`` a static KV cache and a decode step captured as a CUDA graph (static buffers on CPU)
 - ``slots``      batch slots that requests join and leave between decode steps (torch, JAX)
 - ``load``       open-loop arrivals, static vs continuous batching, vLLM's TTFT/TPOT/ITL/E2E and goodput
+- ``capacity``   where a capacity estimate missed: an engine timed under load, its cost per request by term
 - ``plots``      the lab's pictures: the training loss, serving tokens/s and latency per path, under load
 """

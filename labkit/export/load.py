@@ -73,7 +73,8 @@ def capacity_estimate(requests: Sequence[Request], ttft_s: float, tpot_s: float,
     """(Lab 05) Requests/s a server sustains, estimated from an idle server's p50 TTFT and TPOT.
 
     Each request costs one prefill, which makes its first token, and ``output_len - 1`` decode steps;
-    a decode step serves ``slots`` rows. An estimate, not a bound: an idle server's step is not a full one.
+    a decode step serves ``slots`` rows. Only an estimate: under load, steps stall, rows sit empty and the
+    server waits for arrivals; ``labkit.export.capacity`` measures each of those terms in a loaded run.
     """
     decode_steps = float(np.mean([r.output_len - 1 for r in requests]))
     return 1.0 / (ttft_s + decode_steps * tpot_s / slots)
