@@ -8,7 +8,7 @@ Modules:
 - ``pallas_kernel``  a blocked matmul as a Pallas kernel, TPU style (MXU-aligned blocks)
 - ``triton_kernel``  the same blocked matmul as a Triton kernel, GPU style (tensor-core tiles)
 - ``kernel_check``   judging a hand-written matmul kernel: seeded operands, error vs float64, speed vs the library
-- ``sweep_rounds``   a measured shape sweep in interleaved rounds, and the spread a ratio must beat
+- ``sweep_rounds``   a measured shape sweep in interleaved rounds, the spread a ratio must beat, floors and cliffs
 - ``reference_chips`` the four chips of the predicted sweeps (two MXUs, two GPUs): fraction of peak by name
 - ``plots``          the lab's pictures: the array at work, its utilization, predicted and measured shape sweeps
 """

@@ -4,11 +4,13 @@ The Pallas (JAX) and Triton (torch) kernels of Lab 01 are judged the same way: r
 standard-normal operands in the run's dtype, compare the product with the float64 product of
 the same (already rounded) inputs against the error the library matmul (XLA's ``jnp.matmul``,
 ``torch.matmul``) makes on those inputs (:func:`error_bound`), and -- where they are compiled --
-time them against the library on the same inputs.
+time them against the library on the same inputs. :func:`flawed_matmuls` builds the two mistakes the
+bound must catch, so a lab can show that it does.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any, Callable
 
 import numpy as np
@@ -34,6 +36,28 @@ def error_bound(library_err: float, dtype: str) -> float:
         raise ValueError(f"library_err must be a finite number >= 0 (rel_err of the library matmul on the "
                          f"kernel's inputs), got {library_err!r}")
     return SLACK * float(library_err) + FLOOR[dtype]
+
+
+def flawed_matmuls(a: Any, b: Any, block_k: int) -> dict[str, Any]:
+    """(Lab 01) A @ B (JAX) made the two wrong ways the bound must catch: a 16-bit accumulator, a truncating cast."""
+    import jax.numpy as jnp
+
+    k = a.shape[1]
+    if isinstance(block_k, bool) or not isinstance(block_k, Integral) or block_k <= 0 or k % block_k:
+        raise ValueError(f"block_k must be a positive int that divides K = {k}, got {block_k!r}")
+    f32 = jnp.float32
+    acc_dt = a.dtype if a.dtype.itemsize == 2 else jnp.bfloat16  # bf16 / fp16 inputs: their own dtype
+    acc = jnp.zeros((a.shape[0], b.shape[1]), acc_dt)           # (M, N), rounded to 16 bits after every K step
+    for k0 in range(0, k, block_k):
+        acc = (acc.astype(f32) + jnp.dot(a[:, k0:k0 + block_k], b[k0:k0 + block_k], preferred_element_type=f32)
+               ).astype(acc_dt)
+    out = {"16-bit accumulator between K steps": acc}
+    if a.dtype.itemsize == 2:  # a 16-bit output: round toward zero instead of to nearest (fp32 output: no cast)
+        full = jnp.dot(a, b, preferred_element_type=f32)        # (M, N) fp32 sums
+        near = full.astype(a.dtype)
+        out["truncating output cast"] = jnp.where(jnp.abs(near.astype(f32)) > jnp.abs(full),
+                                                  jnp.nextafter(near, jnp.zeros_like(near)), near)
+    return out
 
 
 def _float64(x: Any) -> np.ndarray:

@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from labkit.matmul.sweep_rounds import Floor, on_floor
 from labkit.matmul.systolic import SimResult, activity_over_time
 
 # Which register a stationary dataflow holds and which one moves through it (OS holds sums only).
@@ -158,17 +159,26 @@ def plot_predicted_sweeps(curves: Mapping[tuple[str, str], np.ndarray], batch: n
 
 def plot_measured_sweeps(shapes: Mapping[str, Sequence[tuple[int, int, int]]],
                          measured: Mapping[tuple[str, str], np.ndarray],
-                         modelled: Mapping[str, Mapping[str, np.ndarray]], *, chip: str, platform: str) -> Figure:
+                         modelled: Mapping[str, Mapping[str, np.ndarray]], *, chip: str, platform: str,
+                         floors: Mapping[str, Sequence[Floor]] | None = None) -> Figure:
     """(Lab 01) Measured throughput of the batch and N sweeps against the models, each over its own best."""
     # shapes: sweep ("batch" | "N") -> [(M, N, K)]; measured: (framework, sweep) -> FLOP/s per shape;
     # modelled: sweep -> {model name: predicted fraction of peak per shape}. Only shapes are compared.
+    # floors: framework -> sweep_rounds.time_floors of its batch sweep: those points are marked, not read.
+    floors = floors or {}
     norm = lambda x: np.asarray(x) / np.max(x)  # noqa: E731  each curve over its own best point
     frameworks = list(dict.fromkeys(fw for fw, _ in measured))
     fig, axes = plt.subplots(1, len(shapes), figsize=(13, 4.3), sharey=True, squeeze=False)
     for ax, (sweep, shp) in zip(axes[0], shapes.items()):
-        xs = [m for m, _, _ in shp] if sweep == "batch" else [n for _, n, _ in shp]
+        xs = np.array([m for m, _, _ in shp] if sweep == "batch" else [n for _, n, _ in shp])
         for fw in frameworks:
-            ax.plot(xs, norm(measured[(fw, sweep)]), "o-", lw=2, label=f"measured {fw} ({chip[:28]})")
+            y = norm(measured[(fw, sweep)])
+            line, = ax.plot(xs, y, "o-", lw=2, label=f"measured {fw} ({chip[:28]})")
+            flat = on_floor(floors.get(fw, ()), len(xs)) if sweep == "batch" else np.zeros(len(xs), bool)
+            if flat.any():  # time per call flat over these sizes: a floor, so their FLOP/s say nothing of the shape
+                kinds = " + ".join(dict.fromkeys(f.kind for f in floors[fw]))
+                ax.plot(xs[flat], y[flat], "x", ms=11, mew=2.5, color=line.get_color(), zorder=3,
+                        label=f"{fw}: on a {kinds} (time per call flat)")
         for (name, y), style in zip(modelled[sweep].items(), ("s--", "^:", "v-.")):
             ax.plot(xs, norm(y), style, label=f"model: {name}")
         if sweep == "batch":
@@ -181,10 +191,11 @@ def plot_measured_sweeps(shapes: Mapping[str, Sequence[tuple[int, int, int]]],
     axes[0][0].legend(fontsize=8)
     # No verdict from the platform's name: what the curves show is read from them (below, and in the lab's cells).
     title = f"Measured on {platform.upper()} vs both models (each normalized to its best)"
-    if "batch" in shapes:  # the device's best at each batch: the faster framework
-        best = np.max([measured[(fw, "batch")] for fw in frameworks], axis=0)  # (shapes,) FLOP/s
-        title += (f"\nbatch {shapes['batch'][0][0]} reaches {best[0] / best.max():.0%} of the sweep's best FLOP/s"
-                  " (the faster framework at each M)")
+    if "batch" in shapes:  # each framework's first batch over its own best, unless it sits on a floor
+        first = {fw: next((f for f in floors.get(fw, ()) if f.start == 0), None) for fw in frameworks}
+        said = [f"{fw} on a {first[fw].describe()}" if first[fw] else
+                f"{fw} {measured[(fw, 'batch')][0] / np.max(measured[(fw, 'batch')]):.2g}" for fw in frameworks]
+        title += f"\nbatch {shapes['batch'][0][0]} over each framework's own best FLOP/s: " + "; ".join(said)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     return fig

@@ -3,11 +3,11 @@
 An MXU goes through labkit.matmul.mxu: the weight-stationary cycle count of its array with
 pipelined weight loads, under its chip's HBM roof; a GPU goes through labkit.matmul.simt with
 its spec's SMs, tensor-core tiles and bandwidth -- the same roofline for both. Both answer the same question -- what fraction of the chip's peak an (M, K) @ (K, N)
-GEMM reaches -- so a chip's name is all `predicted`, `at` and `square` need. H100_CUBLAS_TFLOPS
-holds what cuBLAS measured on an H100 at a few of those shapes; `h100_cublas` reads all the shapes
-of a committed H100 run, and `measured_over_model` divides them by simt's prediction, for either
-of its schedules; `schedule_ratios` does both at once for any GPU (Lab 01 passes the one it ran on)
-and says which shapes the model counts as aligned.
+GEMM reaches -- so a chip's name is all `predicted`, `at` and `square` need. `h100_cublas` reads
+what cuBLAS measured at every shape of a committed H100 run, and `measured_over_model` divides them
+by simt's prediction, for either of its schedules; `schedule_ratios` does both at once for any GPU
+(Lab 01 passes the one it ran on) and says which shapes the model counts as aligned; `l2_resident`
+says which shapes' operands fit an H100's L2 (a probe that reuses its inputs reads those from L2).
 """
 from __future__ import annotations
 
@@ -24,15 +24,14 @@ MXUS = {"MXU 128x128 (TPU v5e)": "TPU v5e", "MXU 256x256 (TPU v6e)": "TPU v6e"} 
 GPUS = {"H100 (bf16)": ("NVIDIA H100 SXM", "bf16"), "T4 (fp16)": ("NVIDIA T4", "fp16")}  # (spec name, dtype)
 MODELS = list(MXUS) + list(GPUS)
 # cuBLAS measured where the models can be checked (torch 2.11 bf16, one H100 80GB HBM3, 2026-11-22,
-# benchmarks/bench_shapes.py under the course's timing rule: median repeat, fresh inputs):
-# TFLOP/s by (M, N, K), from H100_SOURCE. The fastest shape of that whole sweep is the first; the
-# spec peak the H100 model calls 1.0 is 989 TFLOP/s.
+# benchmarks/bench_shapes.py under the course's timing rule: median repeat, fresh inputs).
 H100_SOURCE = "benchmarks/nvidia-h100-80gb-hbm3/shapes.json"
-H100_CUBLAS_TFLOPS = {(4096, 2048, 4096): 753.2, (4096, 4096, 4096): 715.2, (5120, 5120, 5120): 705.0}
 # A second H100 run (torch 2.11 bf16, one H100 80GB HBM3, 2026-11-26, best of 5 x 50 back-to-back calls on
 # the same inputs): batch 1 and 16, wave edges, alignment edges. h100_cublas reads either run.
 H100_PROBE_SOURCE = "benchmarks/nvidia-h100-80gb-hbm3/shape_probe.json"
 H100_SOURCES = (H100_SOURCE, H100_PROBE_SOURCE)
+# bytes: the H100 SXM5's L2 ("50 MB L2 cache", NVIDIA H100 Tensor Core GPU Architecture whitepaper, Hopper).
+H100_L2_BYTES = 50e6
 ROOT = Path(__file__).resolve().parents[2]  # the course's repository: benchmarks/ sits beside labkit/
 _FIXED = {"M": {"N": BIG, "K": BIG}, "N": {"M": BIG, "K": BIG}, "K": {"M": BIG, "N": BIG}}
 
@@ -97,6 +96,7 @@ def h100_cublas(source: str = H100_SOURCE) -> dict[tuple[int, int, int], float]:
         raise FileNotFoundError(f"{path} is missing: the committed H100 runs come with the course's repository "
                                 "(git clone it; a pip-installed labkit carries no benchmarks/)")
     data = json.loads(path.read_text())
+    # A shape timed in several sweeps (4096^3: batch, N, K and square) keeps the last one's figure (square's).
     if "sweeps" in data:  # bench_shapes.py: sweeps of rows, each with measured_tflops
         rows = [(r["M"], r["N"], r["K"], r["measured_tflops"]) for sweep in data["sweeps"].values() for r in sweep]
     else:                 # probe_shapes.py: points with torch_tflops (and jax_tflops)
@@ -139,3 +139,15 @@ def schedule_ratios(measured: Mapping[tuple[int, int, int], float],
     dtype = GPUS[model][1] if isinstance(model, str) else model[1]
     aligned = np.array([simt.is_aligned(n, k, dtype) for _, n, k in measured])  # what predict() calls aligned
     return ratios, aligned
+
+
+def l2_resident(shapes: Sequence[tuple[int, int, int]], dtype: str = "bf16",
+                l2_bytes: float = H100_L2_BYTES) -> np.ndarray:
+    """(Lab 01) For each (M, N, K): whether A, B and C together fit in the L2 (an H100's by default).
+
+    Called back to back on the same inputs (the probe), such a GEMM reads its operands from L2, not DRAM:
+    its figure says nothing about the DRAM roof. Fresh inputs every call (the sweep) come from DRAM.
+    """
+    if not l2_bytes > 0:
+        raise ValueError(f"l2_bytes must be a positive number of bytes, got {l2_bytes!r}")
+    return np.array([simt.gemm_bytes(m, n, k, dtype) <= l2_bytes for m, n, k in shapes], dtype=bool)

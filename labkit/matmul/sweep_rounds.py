@@ -5,14 +5,20 @@ ramping down) land on some shapes and not others: one Lab 01 CPU run measured th
 at 0.060 TFLOP/s in one sweep and 0.093 in the next. Here each round times every shape once, the
 rounds alternate direction (forward, backward, ...) so a drift over a round hits both ends alike,
 and a ratio of two shapes is taken round by round: its spread across rounds is the noise to beat.
+
+Reading the sweep: `edge_verdict` names what one past a tile edge and the next aligned size show,
+`time_floors` finds the stretches whose time per call is flat (a floor, not a shape effect), and
+`expected_cliff` says where Lab 01 asserts a cliff on a GPU or a TPU.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from numbers import Integral
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
+
+from labkit.matmul import mxu
 
 Shape = tuple[int, int, int]  # (M, N, K) of an (M, K) @ (K, N) matmul
 
@@ -90,7 +96,80 @@ def edge_verdict(odd: Ratio, aligned: Ratio, noise: float) -> str:
         return (f"inconclusive: the noise ({noise:.2f}) hides a 10% step" if noise >= 0.1
                 else "no cliff: one past the edge is not 10% slower")
     if aligned.median - odd.median > max(0.1 * odd.median, noise):
+        # Recovering from 0.16x to 0.54x (cuBLAS on an H100 at N = 129 / 136 over 128) is alignment, but the
+        # aligned size is still far slower than the edge: a tile step under it as well.
+        if aligned.median < 0.9 and aligned.clears(noise):
+            return "alignment on top of a step: the aligned size recovers only part of the speed"
         return "alignment: the aligned size recovers"
     if aligned.clears(noise):
         return "a step: the aligned size is as slow (a wider tile or cache block)"
     return f"inconclusive: the aligned size is within the noise ({noise:.2f}) of both"
+
+
+@dataclass(frozen=True)
+class Floor:
+    """(Lab 01) A stretch of a sweep whose time per call stays flat over several times the work: no shape effect."""
+    start: int         # index of the first size on the floor
+    stop: int          # one past the last
+    work_ratio: float  # work of the last size on it over the first's
+    kind: str          # "memory floor" or "latency floor"
+
+    def describe(self) -> str:
+        """(Lab 01) What the floor is, in the words the lab prints."""
+        return f"{self.kind} (time per call flat over {self.work_ratio:.0f}x the work)"
+
+
+def time_floors(work: Sequence[float], seconds: Sequence[float], *, memory_s: Sequence[float] | None = None,
+                within: float = 2.0, min_work: float = 8.0) -> list[Floor]:
+    """(Lab 01) Stretches of a sweep whose seconds per call stay within `within`x of each other over >= min_work x the work.
+
+    There the time is a fixed cost per call (launch, threads starting or waiting on each other: a latency
+    floor), or the trip of the operands every size shares (a weight read once for any batch: a memory
+    floor, when `memory_s`, each size's operands over the spec bandwidth in seconds, is within `within`x of
+    the first size's time); either way the FLOP/s there say nothing about the shape. 8x the work in at most
+    2x the time (4x the FLOP/s) is more than a noisy machine does to one point: a floor spans three sizes of
+    a sweep in steps of 4.
+    """
+    work, seconds = np.asarray(work, float), np.asarray(seconds, float)  # FLOP per call, s per call
+    if work.shape != seconds.shape or work.ndim != 1 or not len(work) or np.any(work <= 0) or np.any(seconds <= 0):
+        raise ValueError(f"work and seconds must be equally long lists of positive numbers, got {work!r}, {seconds!r}")
+    if np.any(np.diff(work) <= 0):
+        raise ValueError(f"work must grow from one size to the next (a sweep in order), got {work!r}")
+    floors, start = [], 0
+    while start < len(work):
+        stop = start + 1  # grow the stretch while its slowest call is within `within`x of its fastest
+        while stop < len(work) and seconds[start:stop + 1].max() <= within * seconds[start:stop + 1].min():
+            stop += 1
+        ratio = float(work[stop - 1] / work[start])
+        if ratio >= min_work:  # time that grows with the work is no floor
+            memory = memory_s is not None and seconds[start] <= within * memory_s[start]
+            floors.append(Floor(start, stop, ratio, "memory floor" if memory else "latency floor"))
+            start = stop
+        else:
+            start += 1
+    return floors
+
+
+def on_floor(floors: Sequence[Floor], n: int) -> np.ndarray:
+    """(Lab 01) Which of a sweep's `n` sizes lie on one of `floors`: (n,) bool."""
+    mask = np.zeros(n, bool)
+    for f in floors:
+        mask[f.start:f.stop] = True
+    return mask
+
+
+def expected_cliff(platform: str, framework: str, edge: int, base: int, chip: Any = None) -> float | None:
+    """(Lab 01) The most N = edge + 1 may keep of N = edge's speed where Lab 01 asserts a cliff; None elsewhere.
+
+    (base, base) @ (base, N): a GPU's torch (cuBLAS) at N = 129, not whole 16-byte rows (an H100 kept 0.16x,
+    shape_probe.json); a TPU's jax where this chip's MXU model (`chip`) pads N = edge + 1 into a compute-bound
+    GEMM that keeps under 0.8x (v5e at 257: 0.71x; not at 129, memory-bound on a v5e, nor on a v6e's 256 wide
+    array, memory-bound at 257).
+    """
+    if platform == "gpu" and framework == "torch" and edge == 128:
+        return 0.7
+    if platform == "tpu" and framework == "jax" and getattr(chip, "mxu_shape", None):
+        odd, even = (mxu.predict(base, base, n, chip) for n in (edge + 1, edge))  # (M, K, N)
+        if odd.bound == "compute" and odd.fraction_of_peak < 0.8 * even.fraction_of_peak:
+            return 0.9
+    return None

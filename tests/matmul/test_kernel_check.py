@@ -95,3 +95,27 @@ def test_error_bound_in_fp32_is_the_floor_and_bad_input_is_named():
     for bad in (float("nan"), -1e-3, "0.002", None, True):
         with pytest.raises(ValueError, match="library_err must be a finite number >= 0"):
             kc.error_bound(bad, "bf16")
+
+
+def test_flawed_matmuls_fail_the_bound_a_correct_kernel_passes():
+    # Lab 01 shows the bound catching both mistakes on its interpret-mode inputs: 256^3 bf16, two K steps of 128.
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    a, b = kc.jax_operands(256, 256, 256, "bf16")
+    lib = kc.rel_err(jnp.matmul(a, b), a, b)
+    wrong = kc.flawed_matmuls(a, b, 128)
+    assert set(wrong) == {"16-bit accumulator between K steps", "truncating output cast"}
+    errs = {k: kc.rel_err(c, a, b) for k, c in wrong.items()}
+    assert all(e > kc.error_bound(lib, "bf16") for e in errs.values()), (errs, lib)
+    assert errs["16-bit accumulator between K steps"] == pytest.approx(1.3 * lib, rel=0.05)  # the 1.3x of the docs
+    # One K step is no accumulator mistake: the 16-bit sum is then the correctly rounded output, within the bound.
+    assert kc.rel_err(kc.flawed_matmuls(a, b, 256)["16-bit accumulator between K steps"], a, b) <= kc.error_bound(lib, "bf16")
+    # fp32 inputs: the accumulator drops to bf16 (far over fp32's bound); an fp32 output has no cast to truncate.
+    a32, b32 = kc.jax_operands(64, 128, 64, "fp32")
+    wrong32 = kc.flawed_matmuls(a32, b32, 64)
+    assert list(wrong32) == ["16-bit accumulator between K steps"]
+    lib32 = kc.rel_err(jnp.matmul(a32, b32), a32, b32)
+    assert kc.rel_err(wrong32["16-bit accumulator between K steps"], a32, b32) > 100 * kc.error_bound(lib32, "fp32")
+    for bad in (0, 100, 2.0, True):
+        with pytest.raises(ValueError, match="block_k must be a positive int that divides K = 256"):
+            kc.flawed_matmuls(a, b, bad)

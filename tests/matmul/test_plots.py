@@ -159,7 +159,8 @@ def test_measured_sweeps_normalizes_each_curve_and_states_the_batch_penalty():
     assert title == ("Measured on CPU vs both models (each normalized to its best)\n"
                      + title.split("\n", 1)[1])  # no verdict from the platform's name, only from the data
     assert title.split("\n", 1)[1].startswith("batch ")
-    assert "batch 1 reaches 20% of the sweep's best FLOP/s" in title  # best per M: [2, 4, 10] FLOP/s -> 2 / 10
+    # Each framework over its own best, named, two significant figures: jax 1 / 10, torch 2 / 8.
+    assert title.endswith("batch 1 over each framework's own best FLOP/s: jax 0.1; torch 0.25")
     batch_ax, n_ax = fig.axes
     assert len(batch_ax.lines) == len(n_ax.lines) == 4  # 2 frameworks + 2 models
     assert all(max(line.get_ydata()) == pytest.approx(1.0) for ax in fig.axes for line in ax.lines)
@@ -167,3 +168,21 @@ def test_measured_sweeps_normalizes_each_curve_and_states_the_batch_penalty():
     assert batch_ax.get_xlabel() == "M (batch, rows), N = K = 8" and n_ax.get_xlabel() == "N (elements), M = K = 8"
     assert batch_ax.get_ylabel() == "throughput / best in this sweep"
     assert [t.get_text() for t in batch_ax.get_legend().get_texts()][-1] == "model: GPU X"
+
+
+def test_measured_sweeps_marks_a_floor_and_leaves_it_out_of_the_title():
+    from labkit.matmul import sweep_rounds
+
+    shapes = {"batch": [(1, 8, 8), (4, 8, 8), (16, 8, 8), (64, 8, 8)], "N": [(8, 4, 8), (8, 8, 8)]}
+    work = np.array([2 * m * n * k for m, n, k in shapes["batch"]], float)  # FLOP per call
+    secs = {"jax": np.array([5e-3, 5e-3, 4.9e-3, 1e-4]), "torch": work * 1e-9}  # jax flat over 16x the work
+    measured = {(fw, "batch"): work / s for fw, s in secs.items()} | {(fw, "N"): np.array([1.0, 2.0]) for fw in secs}
+    floors = {fw: sweep_rounds.time_floors(work, s) for fw, s in secs.items()}
+    modelled = {sw: {"GPU X": np.linspace(0.2, 0.4, len(s))} for sw, s in shapes.items()}
+    fig = plots.plot_measured_sweeps(shapes, measured, modelled, chip="Fake CPU", platform="cpu", floors=floors)
+    title = fig._suptitle.get_text()
+    assert title.endswith("jax on a latency floor (time per call flat over 16x the work); torch 1")
+    marks = [ln for ln in fig.axes[0].lines if ln.get_linestyle() == "None" and ln.get_marker() == "x"]
+    assert len(marks) == 1 and list(marks[0].get_xdata()) == [1, 4, 16]  # the floor's points, jax only
+    assert marks[0].get_label() == "jax: on a latency floor (time per call flat)"
+    assert not [ln for ln in fig.axes[1].lines if ln.get_marker() == "x"]  # the N sweep has no floor to mark

@@ -59,3 +59,94 @@ def test_edge_verdict_needs_an_effect_bigger_than_the_noise() -> None:
     assert sr.edge_verdict(r(0.98, 0.99), r(1.0, 1.0), 0.02) == "no cliff: one past the edge is not 10% slower"
     assert "hides a 10% step" in sr.edge_verdict(r(0.98, 0.99), r(1.0, 1.0), 0.3)
     assert "exceeds the effect" in sr.edge_verdict(r(0.8, 0.8), r(1.0, 1.0), 0.5)
+
+
+def test_edge_verdict_on_the_committed_h100_probe() -> None:
+    # Issue: at N = 128 cuBLAS recovers from 0.16x (129) only to 0.54x (136): alignment AND a step, where the
+    # H100 model predicts 136 at 1.06x; at 4096 the aligned 4104 keeps 0.95x: alignment alone.
+    from labkit.matmul import reference_chips as rc
+
+    probe = rc.h100_cublas(rc.H100_PROBE_SOURCE)  # TFLOP/s by (M, N, K)
+    kept = lambda n, edge: sr.Ratio((probe[(4096, n, 4096)] / probe[(4096, edge, 4096)],))  # noqa: E731
+    assert kept(129, 128).median == pytest.approx(0.159, abs=0.001) and kept(136, 128).median == pytest.approx(0.545, abs=0.001)
+    assert sr.edge_verdict(kept(129, 128), kept(136, 128), 0.1).startswith("alignment on top of a step")
+    assert sr.edge_verdict(kept(4097, 4096), kept(4104, 4096), 0.1) == "alignment: the aligned size recovers"
+    # 0.85x is a step beyond a noise of 0.1, not beyond one of 0.2: then it is plain alignment.
+    assert sr.edge_verdict(sr.Ratio((0.2,)), sr.Ratio((0.85,)), 0.1).startswith("alignment on top of a step")
+    assert sr.edge_verdict(sr.Ratio((0.2,)), sr.Ratio((0.85,)), 0.2) == "alignment: the aligned size recovers"
+
+
+M_SMOKE = [1, 4, 16, 64, 128, 256]
+
+
+def _work(ms, base=256):
+    return [2 * m * base * base for m in ms]  # FLOP per call
+
+
+def test_time_floors_finds_the_cold_runs_latency_floor() -> None:
+    # The cold run's torch on a loaded 2-core CPU: ~5 ms a call from M = 1 to 64 (64x the work), then 58 us.
+    got = sr.time_floors(_work(M_SMOKE), [5.0e-3, 5.1e-3, 4.8e-3, 4.9e-3, 58e-6, 60e-6])
+    assert got == [sr.Floor(0, 4, 64.0, "latency floor")]
+    assert got[0].describe() == "latency floor (time per call flat over 64x the work)"
+    np.testing.assert_array_equal(sr.on_floor(got, 6), [True] * 4 + [False] * 2)
+    # A floor in mid-sweep (torch fast at M = 1, then its threads waiting 10-18 ms from M = 4 to 64) is one too.
+    mid = sr.time_floors(_work(M_SMOKE), [34e-6, 18e-3, 14e-3, 10.7e-3, 38e-6, 41e-6])
+    assert [(f.start, f.stop) for f in mid] == [(1, 4)]
+
+
+def test_time_floors_calls_the_h100s_small_batches_a_memory_floor() -> None:
+    # Committed sweep: torch on an H100, (M, 4096) @ (4096, 4096): 18.8 us at M = 1 ... 25.5 us at M = 512,
+    # about twice the 10 us its 33.6 MB of operands take at the spec 3.35 TB/s; 46 us at M = 1024.
+    import json
+    from pathlib import Path
+
+    from labkit.matmul import reference_chips as rc, simt
+
+    rows = json.loads((Path(rc.ROOT) / rc.H100_SOURCE).read_text())["sweeps"]["batch M"]
+    ms = [r["M"] for r in rows]
+    mem = [simt.gemm_bytes(m, 4096, 4096) / 3350e9 for m in ms]  # s
+    got = sr.time_floors(_work(ms, 4096), [r["measured_s"] for r in rows], memory_s=mem)
+    assert got == [sr.Floor(0, ms.index(512) + 1, 512.0, "memory floor")]
+    # Without a bandwidth to compare with (a CPU) the same times read as a latency floor.
+    assert sr.time_floors(_work(ms, 4096), [r["measured_s"] for r in rows])[0].kind == "latency floor"
+
+
+def test_time_floors_finds_nothing_where_time_grows_with_the_work() -> None:
+    assert sr.time_floors(_work(M_SMOKE), [m * 1e-6 for m in M_SMOKE]) == []  # compute-bound: time ~ work
+    assert sr.time_floors(_work([1, 2]), [1e-3, 1e-3]) == []  # flat, but over 2x the work only
+    # 4x the work in about the same time, once, is not yet a floor (one noisy point can do that); 8x is.
+    assert sr.time_floors(_work([1, 4, 16]), [30e-6, 41e-6, 300e-6]) == []
+    assert sr.time_floors(_work([1, 4, 16]), [30e-6, 41e-6, 300e-6], min_work=4) == [sr.Floor(0, 2, 4.0, "latency floor")]
+    assert not sr.on_floor([], 3).any()
+
+
+@pytest.mark.parametrize("work,seconds,message", [
+    ([1.0, 2.0], [1.0], "equally long lists of positive numbers"),
+    ([1.0, 2.0], [1.0, 0.0], "equally long lists of positive numbers"),
+    ([2.0, 1.0], [1.0, 1.0], "work must grow"),
+])
+def test_time_floors_names_bad_input(work, seconds, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        sr.time_floors(work, seconds)
+
+
+def test_expected_cliff_where_lab01_asserts_one() -> None:
+    # The lab's GPU/TPU-only assertion, forced on the CPU: `odd.median < limit` with this run's figures.
+    from labkit.matmul import mxu, reference_chips as rc
+    from labkit.runtime import hardware
+
+    probe, sweep = rc.h100_cublas(rc.H100_PROBE_SOURCE), rc.h100_cublas()
+    limit = sr.expected_cliff("gpu", "torch", 128, 4096)
+    for run in (probe, sweep):  # cuBLAS on an H100 kept 0.16x (probe) and 0.25x (sweep): both pass
+        assert run[(4096, 129, 4096)] / run[(4096, 128, 4096)] < limit == 0.7
+    v5e, v6e = hardware.lookup("TPU v5e"), hardware.lookup("TPU v6e")
+    limit = sr.expected_cliff("tpu", "jax", 256, 4096, v5e)
+    kept = mxu.predict(4096, 4096, 257, v5e).fraction_of_peak / mxu.predict(4096, 4096, 256, v5e).fraction_of_peak
+    assert limit == 0.9 and kept < limit  # what the model expects a v5e to measure: ~0.71x
+    assert not 0.98 < limit  # a flat measurement (no cliff) fails the lab's assert
+    assert sr.expected_cliff("tpu", "jax", 128, 4096, v5e) is None   # N = 128 and 129 memory-bound on a v5e
+    assert sr.expected_cliff("tpu", "jax", 256, 4096, v6e) is None   # 257 pads to 512 yet stays memory-bound
+    assert sr.expected_cliff("tpu", "jax", 256, 256, v5e) is None    # smoke sizes: memory-bound, the tooth hides
+    assert sr.expected_cliff("tpu", "jax", 256, 4096) is None        # no chip spec: nothing to predict with
+    for args in (("cpu", "torch", 128, 256), ("gpu", "jax", 128, 4096), ("gpu", "torch", 256, 4096)):
+        assert sr.expected_cliff(*args) is None
