@@ -7,6 +7,7 @@ Modules:
 - ``fp8``         scaled fp8 matmuls: e4m3 forward, e5m2 gradients (JAX), which chips have fp8
 - ``recipes``     fp8 scaling recipes: current, delayed (amax history), per-block MXFP8; saturation, accumulation
 - ``noise``       is a loss curve different from fp32's, or only as different as another seed?
+- ``plateau``     the corpus's unigram / bigram entropies: where byte-level losses stall, when runs leave them
 - ``causality``   does a run's training step (forward and backward) still see only the past? (a leak probe)
 - ``fp8_train``   a short fp8 training run per recipe: a numpy MLP, every matmul through fp8
 - ``residual``    where "bf16" rounds the residual stream: Flax's dtype= against torch.autocast

@@ -75,6 +75,18 @@ def autocast_dtypes(device: str = "cpu", dtype: Any = None, seed: int = 0) -> li
     return rows
 
 
+def fp32_list_misses(rows: list[dict[str, Any]], device: str) -> list[str]:
+    """(Lab 04) Ops on CUDA autocast's documented fp32 list whose measured output is not float32 ([] off CUDA).
+
+    On CUDA, autocast runs those ops in fp32 outright, so their output dtype *is* the check (their
+    error is then ~0 roundings). CPU autocast keeps its own, shorter list (softmax and layer_norm
+    return bf16 there), so on any other device nothing is expected of them.
+    """
+    if device != "cuda":
+        return []
+    return [r["op"] for r in rows if CUDA_AUTOCAST_LIST.get(r["op"]) == _FP32 and r["output dtype"] != "float32"]
+
+
 def worst_element(op: str = "log_softmax", device: str = "cpu", dtype: Any = None, seed: int = 0) -> dict[str, Any]:
     """(Lab 04) The element where ``op`` under autocast errs most: its value, fp32's, one rounding of fp32's."""
     import torch

@@ -1,9 +1,10 @@
-"""Does the model still see only the past in this precision? A leak probe for a suspiciously good run (Lab 04).
+"""Does the model still see only the past in this precision? A leak probe for a run that ends below fp32 (Lab 04).
 
 A language model's training loss can fall below fp32's for a bad reason: if a position's logits
 depend on *later* tokens, the model can read the answer. Fused attention kernels take the causal
 mask as a flag (``is_causal=True``), and a kernel or a dispatch path that drops it in one dtype
-would show up exactly as a low-precision run that "beats" fp32.
+would show up exactly as a low-precision run that "beats" fp32. (A run that leaves a loss plateau
+earlier shows up the same way without any leak: :mod:`labkit.precision.plateau`.)
 
 The probe runs what training runs: one step of the training transform -- ``jax.value_and_grad``
 under ``jax.jit`` (JAX), autograd with the model in train mode under ``torch.autocast`` (PyTorch) --

@@ -1,7 +1,8 @@
 """What an "fp32" matmul really computes on this runtime, measured against float64 (Lab 04).
 
 Frameworks may run fp32 matmuls with narrower inputs for speed: JAX's ``precision=DEFAULT``
-is one bf16 pass on a TPU and TF32 on Ampere+ GPUs; PyTorch's
+is one bf16 pass on a TPU and TF32 on Ampere+ GPUs (``HIGH`` is three bf16 passes on a TPU and
+TF32 on those GPUs: "On GPU: uses tensorfloat32 where available", jax.lax.Precision); PyTorch's
 ``torch.set_float32_matmul_precision("high")`` allows TF32 on CUDA ("highest", the default,
 does not). Rather than trusting documentation we measure: the relative error of
 ``A @ B`` vs a float64 reference, next to the error we get by rounding the *inputs* to each
@@ -35,21 +36,37 @@ def emulated_errors(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
 
     Each level rounds the inputs, then multiplies with numpy's float32 matmul (fp32
     accumulation, as matrix units do): "fp32" inputs as given; "tf32" mantissas rounded to 10
-    bits (:func:`labkit.precision.formats.round_mantissa`); "bf16" one bf16 pass; "bf16x3" the TPU's
-    HIGH algorithm, a = hi + lo in bf16 and a·b = hi·hi + hi·lo + lo·hi.
+    bits, to nearest (:func:`labkit.precision.formats.round_mantissa`); "tf32 truncated" the same
+    bits chopped toward zero -- NVIDIA does not document which of the two its tensor cores do, and
+    on random inputs truncation errs ~2.6x more (its errors share a sign), so the nearer row names
+    the rounding mode; "bf16" one bf16 pass; "bf16x3" the TPU's HIGH algorithm, a = hi + lo in
+    bf16 and a·b = hi·hi + hi·lo + lo·hi.
     """
     a32, b32 = np.asarray(a, np.float32), np.asarray(b, np.float32)
     ref = a32.astype(np.float64) @ b32.astype(np.float64)
     bf = lambda x: x.astype(ml_dtypes.bfloat16).astype(np.float32)  # noqa: E731
     ah, bh = bf(a32), bf(b32)
     al, bl = bf(a32 - ah), bf(b32 - bh)  # exact residuals in fp32, then rounded to bf16
-    tf = lambda x: round_mantissa(x, 10)  # noqa: E731
+    tf = lambda x, mode="nearest": round_mantissa(x, 10, mode)  # noqa: E731
     return {
         "fp32": rel_error(a32 @ b32, ref),
         "bf16x3": rel_error(ah @ bh + ah @ bl + al @ bh, ref),
         "tf32": rel_error(tf(a32) @ tf(b32), ref),
+        "tf32 truncated": rel_error(tf(a32, "truncate") @ tf(b32, "truncate"), ref),
         "bf16": rel_error(ah @ bh, ref),
     }
+
+
+def emulated_setting(level: str) -> str:
+    """(Lab 04) The table's name for an emulated level: "inputs rounded to tf32", "inputs truncated to tf32"."""
+    fmt, _, how = level.partition(" ")
+    return f"inputs {how or 'rounded'} to {fmt}"
+
+
+def rounding_mode(err: float, levels: dict[str, float]) -> str:
+    """(Lab 04) Which tf32 emulation ``err`` is nearer on a log scale: "round to nearest" or "truncate"."""
+    near = behaves_like(err, {k: levels[k] for k in ("tf32", "tf32 truncated")})
+    return "round to nearest" if near == "tf32" else "truncate"
 
 
 def behaves_like(err: float, levels: dict[str, float]) -> str:
@@ -65,7 +82,7 @@ def expected(platform: str, bf16: bool, chip: str = "") -> dict[str, str]:
                 "torch": "torch-xla: its default ('medium' here) = one bf16 pass, 'high' = bf16x3, "
                          "'highest' = bf16x6 (~fp32); without torch-xla torch runs on the host CPU"}
     if platform == "gpu" and bf16:
-        return {"jax": f"DEFAULT = TF32 on {chip or 'this Ampere+ GPU'}; HIGHEST = fp32",
+        return {"jax": f"DEFAULT and HIGH = TF32 on {chip or 'this Ampere+ GPU'}; HIGHEST = fp32",
                 "torch": "'highest' (default) = fp32; 'high' and 'medium' allow TF32"}
     if platform == "gpu":
         return {"jax": f"{chip or 'this GPU'} has no TF32: fp32 at every setting",
@@ -138,7 +155,7 @@ def default_precision_table(n: int = 256, k: int = 1024, seed: int = 0, platform
     rows = [{"framework": fw, "setting": s, "default": d, "rel error vs float64": e,
              "behaves like": behaves_like(e, levels), "documented": exp[fw]}
             for fw, s, e, d in measured]
-    rows += [{"framework": "emulated", "setting": f"inputs rounded to {k_}", "default": False,
+    rows += [{"framework": "emulated", "setting": emulated_setting(k_), "default": False,
               "rel error vs float64": v, "behaves like": k_, "documented": "numpy fp32 matmul vs float64"}
              for k_, v in levels.items()]
     return rows

@@ -13,11 +13,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from labkit.precision import formats, loss_scale, noise
+from labkit.precision import formats, loss_scale, noise, speed
 
 # fp32 and TF32 share fp32's range; the rest are the formats Lab 04 compares, in bits order.
 FORMAT_STYLES = {"fp32": "-", "tf32": "--", "bf16": "-", "fp16": "-", "fp8_e4m3": "-", "fp8_e5m2": "-"}
-PRECISION_COLORS = {"fp32": "C0", "bf16": "C1", "fp16_scaled": "C2"}
+PRECISION_COLORS = {"fp32": "C0", "bf16": "C1", "fp16_scaled": "C2", "tf32": "C3", "fp32_default": "C4"}
 
 
 def plot_number_lines_and_gaps(styles: Mapping[str, str] = FORMAT_STYLES) -> Figure:
@@ -113,8 +113,12 @@ def plot_dynamic_loss_scale(good: Sequence[bool], torch_scales: Sequence[float],
 
 def plot_loss_curves(losses: Mapping[tuple[str, str], Sequence[float]],
                      other_seed: Mapping[str, Sequence[float]],
-                     judgements: Mapping[tuple[str, str], "noise.GapJudgement"]) -> Figure:
-    """Loss per step per (framework, precision), and each smoothed gap to fp32 beside the init-to-init floor (Lab 04)."""
+                     judgements: Mapping[tuple[str, str], "noise.GapJudgement"],
+                     levels: Mapping[str, float] | None = None) -> Figure:
+    """Loss per step per (framework, precision), and each smoothed gap to fp32 beside the init-to-init floor (Lab 04).
+
+    ``levels``: loss plateaus to draw, {name: nats/token} (``labkit.precision.plateau.levels``).
+    """
     fig, (ax, dx) = plt.subplots(1, 2, figsize=(11, 4))
     j0 = next(iter(judgements.values()))
     start, w = j0.start, j0.window
@@ -132,14 +136,16 @@ def plot_loss_curves(losses: Mapping[tuple[str, str], Sequence[float]],
         dx.plot(steps, noise.smooth(ls, w) - noise.smooth(losses[(fw, "fp32")], w), color="0.6",
                 ls="-" if fw == "jax" else "--", lw=1, label=f"{fw} fp32 init 1 - init 0 (the floor)")
     tail = [v for ls in losses.values() for v in ls[start:]] + [v for ls in other_seed.values() for v in ls[start:]]
-    lo, hi = min(tail), max(tail)
+    lo, hi = min(tail + list((levels or {}).values())), max(tail)  # every plateau line stays in view
     ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.15 * (hi - lo))  # the warm-up's first losses may run off the top
+    for i, (name, v) in enumerate((levels or {}).items()):
+        ax.axhline(v, color="k", ls=(0, (1, 2 + 2 * i)), lw=1, label=f"{name} entropy of the corpus {v:.3f}")
     for a in (ax, dx):
         a.axvspan(0.5, start + 0.5, color="0.9", zorder=0)
         a.set_xlabel("step (grey band: warm-up, not judged)")
     ax.set_ylabel("training loss (nats / token)")
     ax.set_title("Training loss per precision and framework")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, ncol=2, loc="upper right")  # curves fall from the upper left; the plateau lines run low
     dx.axhline(0, color="C0", lw=1)
     floor = min(j.floor for j in judgements.values())  # the strictest framework's floor
     dx.axhspan(-j0.k * floor, j0.k * floor, color="C2", alpha=0.08, zorder=0,
@@ -149,11 +155,11 @@ def plot_loss_curves(losses: Mapping[tuple[str, str], Sequence[float]],
     worst = judgements[worst_key]
     verdict = "within noise" if all(j.within_noise for j in judgements.values()) else "NOT within noise"
     beats = [f"{fw} {p}" for (fw, p), j in judgements.items() if j.beats_fp32]
-    verdict += f"; {', '.join(beats)} ends below fp32 all run: suspicious" if beats else ""
+    verdict += f"; {', '.join(beats)} ends below fp32 all run: a leak or an earlier plateau exit" if beats else ""
     dx.axvspan(len(losses[worst_key]) - worst.tail + 0.5, len(losses[worst_key]) + 0.5, color="C1", alpha=0.06,
                zorder=0, label=f"last {worst.tail} steps: the end gap")
     dx.set_title(f"Largest gap: {worst_key[0]} {worst_key[1]} {worst.gap:.2g} nats = {worst.ratio:.2g}x the "
-                 f"fp32 seed floor ({verdict}, k = {worst.k:g})", fontsize=9)
+                 f"fp32 seed floor\n({verdict}, k = {worst.k:g})", fontsize=9)  # two lines: the verdict can be long
     dx.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -171,8 +177,8 @@ def plot_speed_and_memory(step_ms: Mapping[tuple[str, str], float], saved_mb: Ma
     fws = sorted({fw for fw, _ in keys})
     parts = [f"vs {base}: " + ", ".join(f"{fw} {step_ms[(fw, base)] / step_ms[(fw, low)]:.2f}x" for fw in fws
                                         if (fw, base) in step_ms and (fw, low) in step_ms)
-             for base in ("fp32", "tf32") if any((fw, base) in step_ms for fw in fws)]
-    a1.set_title(f"{low} speed-up on {platform.upper()} " + "; ".join(parts), fontsize=9)
+             for base in speed.BASES if any((fw, base) in step_ms for fw in fws)]  # fp32_default: TPUs only
+    a1.set_title(f"{low} speed-up on {platform.upper()} " + ";\n".join(parts), fontsize=9)  # a line per baseline
     a2.bar(labels, [saved_mb[k] for k in keys], color=colors)
     a2.set_ylabel("activations saved for backward (MB)")
     shrink = [saved_mb[(fw, "fp32")] / saved_mb[(fw, low)] for fw in fws if (fw, "fp32") in saved_mb and (fw, low) in saved_mb]

@@ -13,7 +13,9 @@ The recipes differ in where ``s`` comes from:
   ``margin=0`` (TE API docs, ``transformer_engine.common.recipe``). No wait for a reduction, but a
   tensor larger than anything in the history saturates (clips) on the step it first appears.
 - **block** (MXFP8, OCP Microscaling): one scale per 32 consecutive elements along the contraction
-  axis, a power of two stored as E8M0 (8 exponent bits, no mantissa). An outlier then spoils only
+  axis, a power of two stored as E8M0 (8 exponent bits, no mantissa). Mind the direction: MX's
+  scale X *dequantises*, x ≈ X · q (so X = 1 / s of the per-tensor recipes above, which multiply x
+  before the cast, as TE's ``scale`` does). An outlier then spoils only
   its own block instead of the whole tensor. We pick the smallest power of two that fits the
   block (``2^ceil(log2(amax / max))``: nothing clips); the OCP spec's sample conversion uses
   ``2^(floor(log2 amax) - emax)``, which may clip a block's largest element.

@@ -11,7 +11,7 @@ the embeddings up in fp32 and runs the LayerNorms in fp32: autocast's recipe, up
 two different things.
 
 Why it matters: a bf16 number has 8 significant bits, so adding an update smaller than half a step
-of the number leaves it unchanged (section 2's 256 + 1 = 256), and a larger one is rounded to the
+of the number leaves it unchanged (section 2's 256 + 0.75 = 256), and a larger one is rounded to the
 stream's step. :func:`stream_rounding` measures both at every residual add of the model: the share
 of update elements lost outright, and the sum's rounding error as a share of the update's size. In
 an fp32 stream the error is about 2^16 times smaller (unit roundoff 2^-24 against 2^-8).

@@ -6,6 +6,11 @@ and **TF32** (fp32 storage, 10-bit mantissa inside the tensor cores: JAX's defau
 torch's ``"high"`` / ``torch.backends.cuda.matmul.allow_tf32 = True``). bf16 is compared with
 both, in both frameworks, with step time, tokens/s and memory.
 
+A TPU has no TF32, but its own cheap "fp32": JAX's DEFAULT precision there is **one bf16 pass**
+over fp32 operands (HIGHEST, the true-fp32 baseline, takes six). That DEFAULT plays TF32's role
+-- the fast fp32 a user gets without asking -- so on a TPU bf16 is also timed against it, as the
+variant ``fp32_default`` (``fp32_matmul="default"``: each framework's own default).
+
 The step must be **compute-bound** for precision to show in its time: with small matmuls the GPU
 waits on kernel launches and memory traffic, which fp32 and bf16 share. The memory a step needs is
 estimated before running it (:func:`memory_estimate`) so the full profile can be sized to fit a
@@ -25,23 +30,28 @@ import numpy as np
 from labkit.gpt.config import GPTConfig, n_params
 
 # variant -> (training precision, fp32_matmul setting of labkit.precision.train.TrainConfig)
-VARIANTS = {"fp32": ("fp32", "highest"), "tf32": ("fp32", "tf32"), "bf16": ("bf16", "default"),
-            "fp16_scaled": ("fp16_scaled", "default")}
-ACT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16_scaled": 2}  # bytes per stored activation
+VARIANTS = {"fp32": ("fp32", "highest"), "tf32": ("fp32", "tf32"), "fp32_default": ("fp32", "default"),
+            "bf16": ("bf16", "default"), "fp16_scaled": ("fp16_scaled", "default")}
+ACT_BYTES = {"fp32": 4, "tf32": 4, "fp32_default": 4, "bf16": 2, "fp16_scaled": 2}  # bytes per stored activation
+BASES = ("fp32", "tf32", "fp32_default")  # the baselines a low precision is timed against (where run)
 GB16 = 16e9  # bytes: a T4's and a TPU v5e's memory (labkit.runtime.hardware)
 
 
 def variants_for(platform: str, bf16: bool) -> tuple[list[str], dict[str, str]]:
     """(Lab 04) The variants this runtime can time, and why each missing one is missing."""
     if platform == "gpu" and bf16:
-        return ["fp32", "tf32", "bf16"], {}
+        return ["fp32", "tf32", "bf16"], {"fp32_default": "JAX's DEFAULT fp32 on this GPU is TF32: the tf32 variant"}
     if platform == "gpu":
         return ["fp32", "fp16_scaled"], {
             "tf32": "GPUs before Ampere (T4, V100) have no TF32",
+            "fp32_default": "no TF32 before Ampere: DEFAULT is true fp32",
             "bf16": "no native bf16 before Ampere: fp16 with loss scaling is the low precision here"}
-    if platform == "tpu":
-        return ["fp32", "bf16"], {"tf32": "TPUs have no TF32 (JAX's 'tensorfloat32' there means 3 bf16 passes)"}
-    return ["fp32", "bf16"], {"tf32": "CPUs have no TF32: XLA:CPU and torch compute fp32 dots in fp32 at every setting"}
+    if platform == "tpu":  # DEFAULT fp32 = one bf16 pass: the TPU's fast fp32, in TF32's role
+        return ["fp32", "fp32_default", "bf16"], {
+            "tf32": "TPUs have no TF32 (JAX's 'tensorfloat32' there means 3 bf16 passes); "
+                    "fp32_default (one bf16 pass) is the fast fp32 here"}
+    return ["fp32", "bf16"], {"tf32": "CPUs have no TF32: XLA:CPU and torch compute fp32 dots in fp32 at every setting",
+                              "fp32_default": "DEFAULT is true fp32 on a CPU"}
 
 
 def memory_estimate(cfg: GPTConfig, batch: int, seq: int, act_bytes: int) -> dict[str, float]:
@@ -68,11 +78,11 @@ def memory_estimate(cfg: GPTConfig, batch: int, seq: int, act_bytes: int) -> dic
 
 
 def speedups(step_ms: Mapping[tuple[str, str], float], low: str = "bf16") -> dict[str, float | None]:
-    """(Lab 04) {"<low>_vs_<base>_<fw>": t(base) / t(low)} for base fp32 and tf32 (None if not timed)."""
+    """(Lab 04) {"<low>_vs_<base>_<fw>": t(base) / t(low)} for each base in BASES (None if not timed)."""
     fws = sorted({fw for fw, _ in step_ms})
     return {f"{low}_vs_{base}_{fw}": (step_ms[(fw, base)] / step_ms[(fw, low)]
                                       if (fw, base) in step_ms and (fw, low) in step_ms else None)
-            for base in ("fp32", "tf32") for fw in fws}
+            for base in BASES for fw in fws}
 
 
 def speedup_ranges(step_times: Mapping[tuple[str, str], Sequence[float]],
@@ -83,7 +93,7 @@ def speedup_ranges(step_times: Mapping[tuple[str, str], Sequence[float]],
     # Interquartile ratios: where this interval holds 1.0, the middle half of the steps of the two
     # variants overlap, and the order of their medians is not a measurement.
     out: dict[str, tuple[float, float] | None] = {}
-    for base in ("fp32", "tf32"):
+    for base in BASES:
         for fw in fws:
             b, lo = q.get((fw, base)), q.get((fw, low))
             out[f"{low}_vs_{base}_{fw}"] = None if b is None or lo is None else (float(b[0] / lo[1]), float(b[1] / lo[0]))

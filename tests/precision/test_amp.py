@@ -18,6 +18,20 @@ def test_autocast_keeps_losses_fp32_and_computes_norms_in_fp32_on_cpu() -> None:
     assert amp.softmax_in_low_precision() > 5  # the same softmax with a bf16 running sum: many roundings
 
 
+def test_on_cuda_the_documented_fp32_ops_must_come_out_fp32() -> None:
+    """CUDA autocast reproduced on the CPU: the output dtypes an H100 measured (Lab 04, 2026-11-25, torch 2.11)."""
+    h100 = {"matmul": "bfloat16", "linear": "bfloat16", "gelu": "bfloat16", "softmax": "float32",
+            "log_softmax": "float32", "layer_norm": "float32", "cross_entropy": "float32", "mse_loss": "float32"}
+    rows = [{"op": op, "output dtype": dt} for op, dt in h100.items()]
+    assert amp.fp32_list_misses(rows, "cuda") == []
+    broken = [dict(r, **{"output dtype": "bfloat16"}) if r["op"] in ("softmax", "log_softmax") else r for r in rows]
+    assert amp.fp32_list_misses(broken, "cuda") == ["softmax", "log_softmax"]  # a CUDA run that did not upcast: caught
+    cpu = amp.autocast_dtypes("cpu", torch.bfloat16)  # this CPU: softmax and layer_norm come out bf16 ...
+    assert {r["op"] for r in cpu if r["output dtype"] == "bfloat16"} >= {"softmax", "layer_norm"}
+    assert amp.fp32_list_misses(cpu, "cpu") == []  # ... which CPU autocast's own lists allow
+    assert len(amp.fp32_list_misses(cpu, "cuda")) >= 2  # and which CUDA's would not
+
+
 def test_clipping_needs_unscale_first() -> None:
     out = amp.clip_after_scaling(scale=2.0**16, max_norm=1.0)
     assert out["true grad norm"] > 1.0  # so clipping must act

@@ -21,7 +21,9 @@ def ab() -> tuple[np.ndarray, np.ndarray]:
 
 def test_emulated_levels_are_ordered_and_near_theory(ab: tuple[np.ndarray, np.ndarray]) -> None:
     lv = mp.emulated_errors(*ab)
-    assert lv["fp32"] < lv["bf16x3"] < lv["tf32"] < lv["bf16"]
+    assert lv["fp32"] < lv["bf16x3"] < lv["tf32"] < lv["tf32 truncated"] < lv["bf16"]
+    # chopping toward zero: errors of one sign, up to a whole tf32 step -- far enough from rounding to tell apart
+    assert 2.0 < lv["tf32 truncated"] / lv["tf32"] < 3.5
     # one rounding of each input: relative error ~ unit roundoff (random signs: not much more)
     assert 2.0**-13 < lv["tf32"] < 2.0**-9 and 2.0**-10 < lv["bf16"] < 2.0**-6
     assert lv["fp32"] < 1e-6
@@ -33,6 +35,16 @@ def test_behaves_like_picks_the_nearest_level_in_log_scale() -> None:
     assert mp.behaves_like(0.0, levels) == "fp32"
     assert mp.behaves_like(6e-4, levels) == "tf32"  # a truncating tf32 is ~2x the rounding one
     assert mp.behaves_like(5e-3, levels) == "bf16"
+
+
+def test_the_h100s_tf32_rounds_to_nearest() -> None:
+    """The H100's JAX DEFAULT (2026-11-25, 1024x4096 @ 4096x1024): 2.942e-4 vs 2.941e-4 emulated round-to-nearest."""
+    rng = np.random.default_rng(0)  # the lab's full-profile matrices: default_precision_table(1024, 4096, seed=0)
+    a, b = rng.standard_normal((1024, 4096)).astype(np.float32), rng.standard_normal((4096, 1024)).astype(np.float32)
+    lv = mp.emulated_errors(a, b)
+    assert lv["tf32"] == pytest.approx(2.941e-4, rel=1e-3)
+    assert mp.rounding_mode(2.942e-4, lv) == "round to nearest" and mp.behaves_like(2.942e-4, lv) == "tf32"
+    assert mp.rounding_mode(lv["tf32 truncated"] * 1.01, lv) == "truncate"  # a truncating chip would show
 
 
 def test_rel_error() -> None:
@@ -57,7 +69,10 @@ def test_table_rows_and_documented_behaviour() -> None:
     rows = mp.default_precision_table(32, 256, frameworks=("jax",))
     assert {r["setting"] for r in rows if r["framework"] == "jax"} == set(mp.JAX_SETTINGS)
     assert [r["default"] for r in rows if r["framework"] == "jax"] == [True, False, False]
-    assert {r["behaves like"] for r in rows if r["framework"] == "emulated"} == {"fp32", "bf16x3", "tf32", "bf16"}
+    emulated = {r["setting"]: r["behaves like"] for r in rows if r["framework"] == "emulated"}
+    assert emulated == {"inputs rounded to fp32": "fp32", "inputs rounded to bf16x3": "bf16x3",
+                        "inputs rounded to tf32": "tf32", "inputs truncated to tf32": "tf32 truncated",
+                        "inputs rounded to bf16": "bf16"}
     assert "TF32" in mp.expected("gpu", True, "NVIDIA A100")["jax"]
     assert "bf16 pass" in mp.expected("tpu", True)["jax"]
     assert "no TF32" in mp.expected("gpu", False, "Tesla T4")["jax"]

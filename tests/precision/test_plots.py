@@ -66,9 +66,22 @@ def test_loss_curves_title_is_the_largest_gap_in_floors() -> None:
     assert "nats / token" in ax.get_ylabel() and len(ax.get_lines()) == 6  # 4 runs + 2 other-seed runs
     judged[("torch", "bf16")] = noise.judge([v + 0.3 for v in ref], ref, other["torch"], start=5)
     assert "NOT within noise" in plots.plot_loss_curves(losses, other, judged).axes[1].get_title()
-    assert "suspicious" not in plots.plot_loss_curves(losses, other, judged).axes[1].get_title()
+    assert "below fp32" not in plots.plot_loss_curves(losses, other, judged).axes[1].get_title()
     judged[("jax", "bf16")] = noise.judge([v - 0.15 for v in ref], ref, other["jax"], start=5)  # 1.5 floors below
-    assert "jax bf16 ends below fp32 all run: suspicious" in plots.plot_loss_curves(losses, other, judged).axes[1].get_title()
+    assert ("jax bf16 ends below fp32 all run: a leak or an earlier plateau exit"
+            in plots.plot_loss_curves(losses, other, judged).axes[1].get_title())
+
+
+def test_loss_curves_draw_each_plateau_in_view() -> None:
+    ref = [5.0 - 0.1 * i for i in range(20)]  # ends at 3.1: above the bigram line below
+    losses = {("jax", "fp32"): ref, ("jax", "bf16"): [v + 0.01 for v in ref]}
+    judged = {("jax", "bf16"): noise.judge(losses[("jax", "bf16")], ref, [v + 0.1 for v in ref], start=5)}
+    ax = plots.plot_loss_curves(losses, {"jax": [v + 0.1 for v in ref]}, judged,
+                                levels={"unigram": 3.339, "bigram": 2.476}).axes[0]
+    flat = [ln for ln in ax.get_lines() if len(set(ln.get_ydata())) == 1]  # axhline: one y value
+    assert sorted(ln.get_ydata()[0] for ln in flat) == [2.476, 3.339] and len(ax.get_lines()) == 5
+    assert {ln.get_label() for ln in flat} == {"unigram entropy of the corpus 3.339", "bigram entropy of the corpus 2.476"}
+    assert ax.get_ylim()[0] < 2.476  # a level below every loss is still drawn inside the axes
 
 
 def test_speed_and_memory_ratios_come_from_the_inputs() -> None:
@@ -77,7 +90,11 @@ def test_speed_and_memory_ratios_come_from_the_inputs() -> None:
     a1, a2 = plots.plot_speed_and_memory(ms, mb, "bf16", "gpu").axes
     assert "bf16 speed-up on GPU vs fp32: jax 2.50x, torch 3.00x" == a1.get_title()
     ms[("jax", "tf32")], mb[("jax", "tf32")] = 6.0, 8.0
-    assert plots.plot_speed_and_memory(ms, mb, "bf16", "gpu").axes[0].get_title().endswith("; vs tf32: jax 1.50x")
+    assert plots.plot_speed_and_memory(ms, mb, "bf16", "gpu").axes[0].get_title().endswith(";\nvs tf32: jax 1.50x")
+    tpu = {("jax", "fp32"): 12.0, ("jax", "fp32_default"): 6.0, ("jax", "bf16"): 4.0}  # a TPU's three variants
+    t1 = plots.plot_speed_and_memory(tpu, {k: 1.0 for k in tpu}, "bf16", "tpu").axes[0]
+    assert t1.get_title() == "bf16 speed-up on TPU vs fp32: jax 3.00x;\nvs fp32_default: jax 1.50x"
+    assert len({p.get_facecolor() for p in t1.patches}) == 3  # one colour per variant
     assert "2.0-3.0x" in a2.get_title() and "(ms)" in a1.get_ylabel() and "(MB)" in a2.get_ylabel()
     assert len(a1.patches) == 4
     mb[("torch", "bf16")] = 4.5  # both frameworks keep 2.0x fewer: one number, not "2.0-2.0x"

@@ -11,11 +11,33 @@ from labkit.precision import speed
 
 
 def test_variants_name_why_tf32_is_missing() -> None:
-    assert speed.variants_for("gpu", True) == (["fp32", "tf32", "bf16"], {})
+    v, why = speed.variants_for("gpu", True)
+    assert v == ["fp32", "tf32", "bf16"] and list(why) == ["fp32_default"] and "TF32" in why["fp32_default"]
     v, why = speed.variants_for("gpu", False)
     assert v == ["fp32", "fp16_scaled"] and "Ampere" in why["tf32"] and "bf16" in why
     assert "TF32" in speed.variants_for("cpu", False)[1]["tf32"] and "TF32" in speed.variants_for("tpu", True)[1]["tf32"]
     assert speed.VARIANTS["fp32"] == ("fp32", "highest") and speed.VARIANTS["tf32"] == ("fp32", "tf32")
+
+
+def test_a_tpu_times_bf16_against_its_default_fp32_too() -> None:
+    """TPU-only branch, forced on the CPU: DEFAULT fp32 (one bf16 pass there) is the TPU's TF32-like baseline."""
+    v, why = speed.variants_for("tpu", True)
+    assert v == ["fp32", "fp32_default", "bf16"] and "fp32_default" not in why and "one bf16 pass" in why["tf32"]
+    assert speed.VARIANTS["fp32_default"] == ("fp32", "default") and speed.ACT_BYTES["fp32_default"] == 4
+    ms = {("jax", "fp32"): 60.0, ("jax", "fp32_default"): 15.0, ("jax", "bf16"): 10.0}
+    sp = speed.speedups(ms)
+    assert sp == {"bf16_vs_fp32_jax": 6.0, "bf16_vs_tf32_jax": None, "bf16_vs_fp32_default_jax": 1.5}
+    text = speed.takeaway(sp, "tpu", "bf16", why)
+    assert text.startswith("TPU: bf16 step speed-up bf16 vs fp32 jax 6.00x, bf16 vs fp32 default jax 1.50x.")
+    times = {k: [t * 0.9, t, t * 1.1] for k, t in ms.items()}
+    assert speed.speedup_ranges(times)["bf16_vs_fp32_default_jax"] == pytest.approx((14.25 / 10.5, 15.75 / 9.5))  # interquartile
+    mem = {"params_fp32": 4, "grads_fp32": 4, "adam_state_fp32": 8, "xla_temp": 4}
+    runs = {k: SimpleNamespace(step_time_s=t / 1e3, memory=mem) for k, t in ms.items()}
+    est = {x: speed.memory_estimate(get_config("test"), 8, 32, speed.ACT_BYTES[x]) for x in v}
+    rows = speed.rows(runs, 256, est)
+    assert [(r["variant"], r["matmuls"]) for r in rows] == [("fp32", "highest"), ("fp32_default", "default"),
+                                                            ("bf16", "default")]
+    assert rows[1]["estimated MB"] == rows[0]["estimated MB"] > rows[2]["estimated MB"]  # 4-byte activations
 
 
 def test_memory_estimate_by_hand_and_the_full_profile_fits_16gb() -> None:
@@ -32,7 +54,8 @@ def test_memory_estimate_by_hand_and_the_full_profile_fits_16gb() -> None:
 def test_speedups_and_rows() -> None:
     ms = {("jax", "fp32"): 30.0, ("jax", "tf32"): 12.0, ("jax", "bf16"): 6.0, ("torch", "fp32"): 20.0, ("torch", "bf16"): 10.0}
     sp = speed.speedups(ms)
-    assert sp == {"bf16_vs_fp32_jax": 5.0, "bf16_vs_fp32_torch": 2.0, "bf16_vs_tf32_jax": 2.0, "bf16_vs_tf32_torch": None}
+    assert sp == {"bf16_vs_fp32_jax": 5.0, "bf16_vs_fp32_torch": 2.0, "bf16_vs_tf32_jax": 2.0, "bf16_vs_tf32_torch": None,
+                  "bf16_vs_fp32_default_jax": None, "bf16_vs_fp32_default_torch": None}
     cpu = speed.takeaway(sp, "cpu", "bf16", {"tf32": "CPUs have no TF32"})
     assert cpu.startswith("CPU: bf16 vs fp32 jax 5.00x") and "CPUs have no TF32" in cpu
     assert speed.takeaway(sp, "gpu", "bf16", {}).endswith("bf16 vs tf32 jax 2.00x.")

@@ -319,3 +319,23 @@ def test_heldout_loss_bad_input(tokens: np.ndarray, flat: dict) -> None:
         heldout_loss_jax(CFG, flat, tokens, batches=0)
     with pytest.raises(ValueError, match="valid: fp32"):
         heldout_loss_jax(CFG, flat, tokens, "int8")
+
+
+def test_the_noise_judge_flags_fp16_without_loss_scaling_at_a_large_batch(runs: dict, tokens: np.ndarray,
+                                                                         flat: dict) -> None:
+    """Lab 04's negative control: a judge that cannot fail proves nothing.
+
+    fp16 with no loss scale, the loss divided by the 2**19 / (batch x seq) micro-batches of a
+    2**19-token batch (a static scale below 1; unscale multiplies the fp32 gradients back, as summing
+    the micro-batches would): logit gradients ~(1/256) / 2**19 ~ 7e-9 sit below fp16's smallest
+    subnormal and flush to 0. The same judge that passes bf16 must call this LARGER than the noise.
+    """
+    from labkit.precision import noise
+
+    other = pt.train_jax(CFG, "fp32", tokens, TC, pt.init_flat(CFG, seed=1))
+    micro = 2**19 / (TC.batch * TC.seq)
+    ctl = pt.train_jax(CFG, "fp16_scaled", tokens, replace(TC, loss_scale=ls.static(1 / micro)), flat)
+    ref = runs[("jax", "fp32")].losses
+    j = noise.judge(ctl.losses, ref, other.losses, start=TC.warmup)
+    assert not j.within_noise and j.drift > 0 and ctl.skipped == 0, j.sentence("control")
+    assert noise.judge(runs[("jax", "bf16")].losses, ref, other.losses, start=TC.warmup).within_noise
