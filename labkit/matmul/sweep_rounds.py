@@ -97,9 +97,12 @@ def edge_verdict(odd: Ratio, aligned: Ratio, noise: float) -> str:
                 else "no cliff: one past the edge is not 10% slower")
     if aligned.median - odd.median > max(0.1 * odd.median, noise):
         # Recovering from 0.16x to 0.54x (cuBLAS on an H100 at N = 129 / 136 over 128) is alignment, but the
-        # aligned size is still far slower than the edge: a tile step under it as well.
+        # aligned size is still far slower than the edge. Not necessarily a tile step: N = 192, also past 128
+        # and padded to 256, ran 1.48x faster than 128 in the same sweep, so a kernel that wants rows aligned
+        # wider than 272 bytes fits the data as well.
         if aligned.median < 0.9 and aligned.clears(noise):
-            return "alignment on top of a step: the aligned size recovers only part of the speed"
+            return ("partial recovery: the aligned size is still far slower (a kernel that wants wider alignment, "
+                    "or a tile step)")
         return "alignment: the aligned size recovers"
     if aligned.clears(noise):
         return "a step: the aligned size is as slow (a wider tile or cache block)"
@@ -120,7 +123,7 @@ class Floor:
 
 
 def time_floors(work: Sequence[float], seconds: Sequence[float], *, memory_s: Sequence[float] | None = None,
-                within: float = 2.0, min_work: float = 8.0) -> list[Floor]:
+                within: float = 2.0, min_work: float = 8.0, busy: float = 0.3) -> list[Floor]:
     """(Lab 01) Stretches of a sweep whose seconds per call stay within `within`x of each other over >= min_work x the work.
 
     There the time is a fixed cost per call (launch, threads starting or waiting on each other: a latency
@@ -128,17 +131,25 @@ def time_floors(work: Sequence[float], seconds: Sequence[float], *, memory_s: Se
     floor, when `memory_s`, each size's operands over the spec bandwidth in seconds, is within `within`x of
     the first size's time); either way the FLOP/s there say nothing about the shape. 8x the work in at most
     2x the time (4x the FLOP/s) is more than a noisy machine does to one point: a floor spans three sizes of
-    a sweep in steps of 4.
+    a sweep in steps of 4. A size running above `busy` x the sweep's best FLOP/s is doing the work at speed,
+    never a floor: on an H100, cuBLAS ran M = 512 in 1.4x M = 1's time at 0.91 of its best, and JAX's
+    M = 1024 and 1025 (the wave edge) near 48 and 61 µs at 0.9 of its best.
     """
     work, seconds = np.asarray(work, float), np.asarray(seconds, float)  # FLOP per call, s per call
     if work.shape != seconds.shape or work.ndim != 1 or not len(work) or np.any(work <= 0) or np.any(seconds <= 0):
         raise ValueError(f"work and seconds must be equally long lists of positive numbers, got {work!r}, {seconds!r}")
     if np.any(np.diff(work) <= 0):
         raise ValueError(f"work must grow from one size to the next (a sweep in order), got {work!r}")
+    rate = work / seconds  # FLOP/s
+    slow = rate <= busy * rate.max()  # (sizes,) bool: far from the sweep's best, where a floor can hide a shape
     floors, start = [], 0
     while start < len(work):
+        if not slow[start]:
+            start += 1
+            continue
         stop = start + 1  # grow the stretch while its slowest call is within `within`x of its fastest
-        while stop < len(work) and seconds[start:stop + 1].max() <= within * seconds[start:stop + 1].min():
+        while (stop < len(work) and slow[stop]
+               and seconds[start:stop + 1].max() <= within * seconds[start:stop + 1].min()):
             stop += 1
         ratio = float(work[stop - 1] / work[start])
         if ratio >= min_work:  # time that grows with the work is no floor

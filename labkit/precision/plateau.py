@@ -7,7 +7,8 @@ can sit near such a level for many steps before it leaves it, and two runs that 
 rounding can leave it many steps apart. So a comparison of *final* losses measures when each run
 left its last plateau as much as how well it trains. On the H100 (benchmarks/nvidia-h100-80gb-hbm3/
 bf16_loss.json, 200 steps) every fp32, torch and fp16 run ended on the bigram level of the shipped
-corpus (2.504-2.516 nats against 2.476) while JAX's bf16 runs left it from about step 150: "bf16
+corpus (2.504-2.516 nats against 2.476) while the JAX bf16 run with cuDNN's attention left it from about step
+150 (with XLA's it drifted lower late, but not a floor below by the end): "bf16
 ends below fp32" there is, at least in part, that timing. A leak of later tokens
 (:mod:`labkit.precision.causality`) is the other explanation of a run below fp32; its probe rules
 that one in or out.

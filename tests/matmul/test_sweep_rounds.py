@@ -69,10 +69,10 @@ def test_edge_verdict_on_the_committed_h100_probe() -> None:
     probe = rc.h100_cublas(rc.H100_PROBE_SOURCE)  # TFLOP/s by (M, N, K)
     kept = lambda n, edge: sr.Ratio((probe[(4096, n, 4096)] / probe[(4096, edge, 4096)],))  # noqa: E731
     assert kept(129, 128).median == pytest.approx(0.159, abs=0.001) and kept(136, 128).median == pytest.approx(0.545, abs=0.001)
-    assert sr.edge_verdict(kept(129, 128), kept(136, 128), 0.1).startswith("alignment on top of a step")
+    assert sr.edge_verdict(kept(129, 128), kept(136, 128), 0.1).startswith("partial recovery")
     assert sr.edge_verdict(kept(4097, 4096), kept(4104, 4096), 0.1) == "alignment: the aligned size recovers"
     # 0.85x is a step beyond a noise of 0.1, not beyond one of 0.2: then it is plain alignment.
-    assert sr.edge_verdict(sr.Ratio((0.2,)), sr.Ratio((0.85,)), 0.1).startswith("alignment on top of a step")
+    assert sr.edge_verdict(sr.Ratio((0.2,)), sr.Ratio((0.85,)), 0.1).startswith("partial recovery")
     assert sr.edge_verdict(sr.Ratio((0.2,)), sr.Ratio((0.85,)), 0.2) == "alignment: the aligned size recovers"
 
 
@@ -106,7 +106,8 @@ def test_time_floors_calls_the_h100s_small_batches_a_memory_floor() -> None:
     ms = [r["M"] for r in rows]
     mem = [simt.gemm_bytes(m, 4096, 4096) / 3350e9 for m in ms]  # s
     got = sr.time_floors(_work(ms, 4096), [r["measured_s"] for r in rows], memory_s=mem)
-    assert got == [sr.Floor(0, ms.index(512) + 1, 512.0, "memory floor")]
+    # M = 256 and 512 ran at 0.53 and 0.91 of the best: doing the work at speed, so the floor stops at M = 128.
+    assert got == [sr.Floor(0, ms.index(128) + 1, 128.0, "memory floor")]
     # Without a bandwidth to compare with (a CPU) the same times read as a latency floor.
     assert sr.time_floors(_work(ms, 4096), [r["measured_s"] for r in rows])[0].kind == "latency floor"
 
@@ -116,7 +117,8 @@ def test_time_floors_finds_nothing_where_time_grows_with_the_work() -> None:
     assert sr.time_floors(_work([1, 2]), [1e-3, 1e-3]) == []  # flat, but over 2x the work only
     # 4x the work in about the same time, once, is not yet a floor (one noisy point can do that); 8x is.
     assert sr.time_floors(_work([1, 4, 16]), [30e-6, 41e-6, 300e-6]) == []
-    assert sr.time_floors(_work([1, 4, 16]), [30e-6, 41e-6, 300e-6], min_work=4) == [sr.Floor(0, 2, 4.0, "latency floor")]
+    assert sr.time_floors(_work([1, 4, 16]), [30e-6, 41e-6, 300e-6], min_work=4, busy=1.0) == [
+        sr.Floor(0, 2, 4.0, "latency floor")]
     assert not sr.on_floor([], 3).any()
 
 
@@ -150,3 +152,12 @@ def test_expected_cliff_where_lab01_asserts_one() -> None:
     assert sr.expected_cliff("tpu", "jax", 256, 4096) is None        # no chip spec: nothing to predict with
     for args in (("cpu", "torch", 128, 256), ("gpu", "jax", 128, 4096), ("gpu", "torch", 256, 4096)):
         assert sr.expected_cliff(*args) is None
+
+
+def test_a_fast_size_is_never_on_a_floor() -> None:
+    # JAX on the H100 probe: 48 µs at M = 1, 38.9 at 512, 48 at 1024, 61 at 1025 (0.9 of its best at the wave
+    # edge): flat time, but the last three do the work at speed, so only a slow stretch could be a floor.
+    ms = [1, 512, 1024, 1025]
+    got = sr.time_floors(_work(ms, 4096), [48e-6, 38.9e-6, 48e-6, 61e-6])
+    assert got == []  # M = 1 alone is slow: no stretch of 8x the work
+    assert sr.time_floors(_work(ms, 4096), [48e-6, 38.9e-6, 48e-6, 61e-6], busy=1.0)[0].stop == 4  # the old reading
