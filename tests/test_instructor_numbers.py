@@ -186,11 +186,11 @@ def _pct(key: str) -> Any:
 
 NAMED: list[tuple[str, int, Any, str, tuple[Any, ...]]] = [  # (lab, column, source, pattern, one getter per group)
     ("00", 0, lambda: _metrics(CPU_REPORT, "00_know_your_accelerator"),
-     r"matmul ([\d.]+) TFLOP/s \(bf16\), bandwidth (\d+) GB/s \(JAX stream in place; JAX read (\d+), torch read "
-     r"(\d+), torch copy (\d+)\), ridge ([\d.]+) FLOP/byte",
-     (lambda m: m["matmul_tflops_measured"], lambda m: m["bandwidth_gbs_stream_in_place_jax"],
-      lambda m: m["bandwidth_gbs_read_jax"], lambda m: m["bandwidth_gbs_read_torch"],
-      lambda m: m["bandwidth_gbs_copy_torch"], lambda m: m["ridge_flop_per_byte_measured"])),
+     r"matmul ([\d.]+) TFLOP/s \(bf16\), bandwidth (\d+) GB/s \(best probe: torch copy; JAX stream in place (\d+), "
+     r"JAX read (\d+), torch read (\d+)\), ridge ([\d.]+) FLOP/byte",
+     (lambda m: m["matmul_tflops_measured"], lambda m: m["bandwidth_gbs_copy_torch"],
+      lambda m: m["bandwidth_gbs_stream_in_place_jax"], lambda m: m["bandwidth_gbs_read_jax"],
+      lambda m: m["bandwidth_gbs_read_torch"], lambda m: m["ridge_flop_per_byte_measured"])),
     ("00", 1, lambda: _metrics(GPU_REPORT, "00_know_your_accelerator"),
      r"bf16 (\d+) TFLOP/s of (\d+) spec, fp32 (\d+), HBM read ([\d.]+) TB/s \(JAX; torch copy ([\d.]+)\), "
      r"ridge (\d+) FLOP/byte",
