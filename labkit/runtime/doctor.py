@@ -41,10 +41,6 @@ def _mm(v: str) -> tuple[int, int]:
     return mm if mm is not None else (0, 0)
 
 
-def _rel(v: str) -> tuple[int, ...]:
-    return versions.release(v)  # a supported range's bound can name a patch release (flax 0.12.2)
-
-
 def check_versions(found: dict[str, str | None], machine: str | None = None) -> list[Finding]:
     """Known incompatibilities and missing packages, from a name -> version map (Lab 00)."""
     machine = machine or f"{sys.platform} {platform.machine()}"
@@ -56,7 +52,7 @@ def check_versions(found: dict[str, str | None], machine: str | None = None) -> 
         v = found.get(pkg)
         if not v:
             continue
-        if _rel(v) < _rel(lo) or (hi is not None and _rel(v) >= _rel(hi)):
+        if not versions.in_range(v, lo, hi):
             rng = f">= {lo}" + (f", < {hi}" if hi else "")
             out.append(Finding("error", f"{pkg} {v} is outside the supported range {rng}",
                                f"use a runtime with {pkg} {rng}, or pip install '{pkg}{rng.replace(' ', '')}'"))
@@ -90,7 +86,7 @@ def position(pkg: str, v: str | None) -> str:
     rng = f"[{lo}, {hi or '-'})"
     if not v:
         return f"{pkg} - (range {rng})"
-    inside = _rel(v) >= _rel(lo) and (hi is None or _rel(v) < _rel(hi))
+    inside = versions.in_range(v, lo, hi)
     return f"{pkg} {v} {'in' if inside else 'OUTSIDE'} {rng}"
 
 

@@ -77,8 +77,7 @@ def plan(found: dict[str, str | None], needed: Sequence[str] = NEEDED, host: str
                            f"match the runtime's CUDA/TPU stack): pick a runtime that ships it via {where}.")
     for name, (lo, hi) in PROTECTED_RANGES.items():
         v = get(name)
-        rel = versions.release
-        if v and (rel(v) < rel(lo) or (hi is not None and rel(v) >= rel(hi))):
+        if v and not versions.in_range(v, lo, hi):
             need = f">= {lo}" + (f", < {hi}" if hi else "")
             p.stops.append(f"{name} {v} is outside the supported range {need}. Not reinstalling it (that would "
                            f"break this runtime's accelerator stack). Remedy: choose a newer image via {where}, "

@@ -53,3 +53,8 @@ def release(v: str) -> tuple[int, ...]:
         if m.group() != part:
             break
     return tuple(out)
+
+
+def in_range(v: str, lo: str, hi: str | None = None) -> bool:
+    """(Lab 00) Whether version v lies in [lo, hi) by full release (a bound may name a patch: flax 0.12.2)."""
+    return release(v) >= release(lo) and (hi is None or release(v) < release(hi))
