@@ -197,7 +197,7 @@ def untestable(id: str, article: str, claim: str, needs: str) -> Entry:
                   "not testable here", f"needs {needs}")
 
 
-def by_source(judge: Callable[[Sequence[Price]], Entry], rows: Sequence[Price], what: str = "TPU") -> Entry:
+def by_source(judge: Callable[[Sequence[Price]], Entry], rows: Sequence[Price]) -> Entry:
     """(Lab 06) judge(every price), also judged on each source's prices alone; the why says where pages disagree."""
     whole = judge(rows)
     if whole.verdict == "not testable here" or not rows:
@@ -209,11 +209,11 @@ def by_source(judge: Callable[[Sequence[Price]], Entry], rows: Sequence[Price], 
         per.append((f"{site}'s " + "/".join(f"${p.usd_per_chip_hour:.2f}" for p in mine), judge(mine).verdict))
     said = "; ".join(f"with {label} it {v}" for label, v in per)
     if len(per) == 1:
-        why = f"{whole.why}; rests on one published {what} price source ({per[0][0]}): no second page to check it"
+        why = f"{whole.why}; rests on one published TPU price source ({per[0][0]}): no second page to check it"
     elif len({v for _, v in per}) > 1:
-        why = f"depends on which published {what} price: {said}; {whole.why}"
+        why = f"depends on which published TPU price: {said}; {whole.why}"
     else:
-        why = f"{whole.why}; each {what} price source alone gives the same verdict ({said})"
+        why = f"{whole.why}; each TPU price source alone gives the same verdict ({said})"
     return replace(whole, why=why, per_source=tuple(per))
 
 

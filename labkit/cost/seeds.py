@@ -118,15 +118,15 @@ H100_MFU_ANCHORS = (
 )
 
 
-def mfu_gap(h100_mfu: Input, tpu_mfu: Input | None, rel: float = ABOUT,
+def mfu_gap(h100_mfu: Input, tpu_mfu: Input | None,
             anchors: Sequence[Input] = H100_MFU_ANCHORS) -> Entry:
     """(Lab 06) Article: H100 ~52% MFU, TPU ~58%. Each MFU in whole points against "about" (ABOUT), by RANGE_RULE."""
     claim = "H100s reach about 52% MFU, TPUs about 58%"
     pts = lambda i: round(100 * i.value)                  # noqa: E731  whole percentage points
-    (h_lo, h_hi), (t_lo, t_hi) = about_band(52, rel), about_band(58, rel)   # percent
-    cases = [(f"{pts(i)}% ({i.name.removeprefix('H100 MFU, ')})", about(pts(i), 52, rel)) for i in (h100_mfu, *anchors)]
+    (h_lo, h_hi), (t_lo, t_hi) = about_band(52), about_band(58)   # percent
+    cases = [(f"{pts(i)}% ({i.name.removeprefix('H100 MFU, ')})", about(pts(i), 52)) for i in (h100_mfu, *anchors)]
     h = over_range(cases)                                 # the H100 half over every H100 figure
-    said = f"about 52% = {h_lo:g}-{h_hi:g}% (+-{rel:.0%}): " + "; ".join(f"{c} {w}" for c, w in cases)
+    said = f"about 52% = {h_lo:g}-{h_hi:g}% (+-{ABOUT:.0%}): " + "; ".join(f"{c} {w}" for c, w in cases)
     if tpu_mfu is None:
         # Both halves at once: an H100 half that fails fails the claim; otherwise the TPU half is missing.
         v = {"fails": "fails", "depends": "depends", "holds": "not testable here"}[h]
@@ -136,7 +136,7 @@ def mfu_gap(h100_mfu: Input, tpu_mfu: Input | None, rel: float = ABOUT,
                       + "; the TPU half needs a committed TPU Lab 02 run", pts(h100_mfu) / 100)
     t = pts(tpu_mfu)
     # Two halves, each by RANGE_RULE; the claim needs both: one failing half fails it.
-    tw = about(t, 58, rel)
+    tw = about(t, 58)
     v = both(h, over_range([("TPU", tw)]))
     return decide("mfu_h100_52_tpu_58", "distributed", claim, "MFU on an H100 and on a TPU",
                   [h100_mfu, *anchors, tpu_mfu], v, f"H100 {said}; TPU {t}% ({tw} {t_lo:g}-{t_hi:g}%)",
@@ -232,8 +232,7 @@ def serving_ratio(gpu_tps: Input, tpu_tps: Input, tpu_prices: Price | Sequence[P
                   f"{tally(cases)}{sides}; {flips}" + range_ends(gpu_prices), rs[len(rs) // 2])
 
 
-def hourly_12_vs_10(gpu_prices: Sequence[Price], tpu_prices: Sequence[Price],
-                    slice_prices: Sequence[Price] | None = None, node: int = 8, slice_chips: int = 4) -> Entry:
+def hourly_12_vs_10(gpu_prices: Sequence[Price], tpu_prices: Sequence[Price]) -> Entry:
     """(Lab 06) Article: about $12/h for an H100 vs about $10/h for a TPU, read per chip and per node/slice."""
     claim = "An H100 rents for about $12/h against about $10/h for a TPU"
     if not gpu_prices or not tpu_prices:
@@ -241,7 +240,8 @@ def hourly_12_vs_10(gpu_prices: Sequence[Price], tpu_prices: Sequence[Price],
     # The article puts these figures right after its 8-GPU node ($12-15/h) and v5p-8 slice ($8-11/h): they
     # may mean a chip or that node and slice. Test both readings. Each published price is a case; a
     # figure holds for the prices "about" it (ABOUT), by RANGE_RULE; the claim needs both figures.
-    slices = [p for p in tpu_prices if p.chip == V5P] if slice_prices is None else list(slice_prices)
+    slices = [p for p in tpu_prices if p.chip == V5P]
+    node, slice_chips = 8, 4  # an 8-GPU node; Google's v5p-8 names 8 TensorCores = 4 chips
 
     def half(who: str, usd: float, rows: Sequence[Price], n: int) -> tuple[str, str]:
         cases = [(f"${n * p.usd_per_chip_hour:.2f} ({p.site})", about(n * p.usd_per_chip_hour, usd)) for p in rows]

@@ -27,6 +27,7 @@ import math
 import numbers
 from dataclasses import dataclass
 
+from labkit.cost.model import non_negative
 from labkit.cost.prices import check_fraction, positive
 from labkit.runtime.hardware import ChipSpec
 
@@ -141,9 +142,7 @@ def decode_step(m: ServedModel, batch: int, context: int, n_chips: int, peak_flo
     compute = flops / (mfu * n_chips * positive(peak_flops, "peak_flops (FLOP/s)"))
     memory = read / (bw_eff * n_chips * positive(bandwidth_gbs, "bandwidth_gbs") * 1e9)
     comm, calls = 0.0, 0
-    lat = allreduce_latency_s                                        # s per all-reduce, fixed
-    if isinstance(lat, bool) or not isinstance(lat, numbers.Real) or not 0 <= lat < math.inf:
-        raise ValueError(f"allreduce_latency_s must be a finite number >= 0 (s per all-reduce), got {lat!r}")
+    lat = non_negative(allreduce_latency_s, "allreduce_latency_s")  # s per all-reduce, fixed
     if n_chips > 1:
         if link_gbs is None:
             raise ValueError("n_chips > 1 needs link_gbs (chip-to-chip GB/s) for the all-reduces")
