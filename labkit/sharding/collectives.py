@@ -39,7 +39,7 @@ DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3"
                "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
                "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
 EMULATED_RS = "all-reduce + dynamic-slice (CPU)"
-REDUCE_OPS = {"add": "sum", "maximum": "max", "minimum": "min", "multiply": "prod", "and": "and", "or": "or"}
+REDUCE_OPS = {"add": "sum", "maximum": "max", "minimum": "min", "multiply": "prod"}  # others keep their HLO name
 
 _ARRAY = re.compile(r"(?P<dtype>[a-z]+\d*[a-z\d]*)\[(?P<dims>[\d,]*)\]")
 
@@ -238,7 +238,7 @@ def collectives(compiled: Any, n_devices: int | None = None) -> list[Collective]
         total = sum(nbytes(t, s) for t, s in shapes)
         dims = shapes[0][1] if len(shapes) == 1 else (len(shapes),) + shapes[0][1]
         out.append(Collective(op, d["op"], d["name"], dims, dt, total, n, groups, src,
-                              reduce_op=reduce_op(d["attrs"], comps) if op == "reduce-scatter" else ""))
+                              reduce_op=reduce_op(d["attrs"], comps)))  # "" for ops without to_apply
     return out
 
 
