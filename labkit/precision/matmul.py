@@ -57,7 +57,7 @@ def emulated_errors(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
     }
 
 
-def emulated_setting(level: str) -> str:
+def _emulated_setting(level: str) -> str:
     """(Lab 04) The table's name for an emulated level: "inputs rounded to tf32", "inputs truncated to tf32"."""
     fmt, _, how = level.partition(" ")
     return f"inputs {how or 'rounded'} to {fmt}"
@@ -155,7 +155,7 @@ def default_precision_table(n: int = 256, k: int = 1024, seed: int = 0, platform
     rows = [{"framework": fw, "setting": s, "default": d, "rel error vs float64": e,
              "behaves like": behaves_like(e, levels), "documented": exp[fw]}
             for fw, s, e, d in measured]
-    rows += [{"framework": "emulated", "setting": emulated_setting(k_), "default": False,
+    rows += [{"framework": "emulated", "setting": _emulated_setting(k_), "default": False,
               "rel error vs float64": v, "behaves like": k_, "documented": "numpy fp32 matmul vs float64"}
              for k_, v in levels.items()]
     return rows
