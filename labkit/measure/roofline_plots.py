@@ -15,8 +15,8 @@ from matplotlib.figure import Figure
 from labkit.measure.roofline import OpPoint, attainable, bound_by, ridge_point
 
 
-def _size(p: OpPoint) -> int:
-    """n of a square "matmul n x n x n" point."""
+def square_size(p: OpPoint) -> int:
+    """(Lab 00) n of a square "matmul n x n x n" point."""
     return int(p.name.split()[1].split("x")[0])
 
 
@@ -25,7 +25,7 @@ def plot_matmul_sweep(sweeps: Mapping[tuple[str, str], Sequence[OpPoint]], chip:
     """Achieved TFLOP/s against square matmul size, per (framework, dtype); spec peak dotted (Lab 00)."""
     fig, ax = plt.subplots(figsize=(7, 4))
     for (fw, dt), pts in sweeps.items():
-        ax.plot([_size(p) for p in pts], [p.flops_per_s / 1e12 for p in pts], "o-" if fw == "jax" else "s--",
+        ax.plot([square_size(p) for p in pts], [p.flops_per_s / 1e12 for p in pts], "o-" if fw == "jax" else "s--",
                 label=f"{fw} {dt}")
     if spec_peak_flops:
         ax.axhline(spec_peak_flops / 1e12, color="k", ls=":", label=f"spec {spec_dtype} peak")
@@ -34,11 +34,11 @@ def plot_matmul_sweep(sweeps: Mapping[tuple[str, str], Sequence[OpPoint]], chip:
     ax.set_ylabel("TFLOP/s (median repeat)")
     pts = [p for ps in sweeps.values() for p in ps]
     best = max(pts, key=lambda p: p.flops_per_s)
-    small = min(pts, key=_size)
-    small_best = max((p for p in pts if _size(p) == _size(small)), key=lambda p: p.flops_per_s)
-    noisy = [f"n={_size(p)}" for p in ([small_best] if small_best is best else [small_best, best]) if p.timing.noisy]
-    ax.set_title(f"{chip}: n={_size(small)} reaches {small_best.flops_per_s / best.flops_per_s:.0%} "
-                 f"of the best ({best.framework} {best.dtype}, n={_size(best)})"
+    small = min(pts, key=square_size)
+    small_best = max((p for p in pts if square_size(p) == square_size(small)), key=lambda p: p.flops_per_s)
+    noisy = [f"n={square_size(p)}" for p in ([small_best] if small_best is best else [small_best, best]) if p.timing.noisy]
+    ax.set_title(f"{chip}: n={square_size(small)} reaches {small_best.flops_per_s / best.flops_per_s:.0%} "
+                 f"of the best ({best.framework} {best.dtype}, n={square_size(best)})"
                  + (f"; {' and '.join(noisy)} noisy: rerun" if noisy else ""))
     ax.legend(fontsize=8)
     fig.tight_layout()
