@@ -21,6 +21,7 @@ difference two fp32 inits make).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -93,3 +94,53 @@ def table(losses: Mapping[Any, Sequence[float]], lv: Mapping[str, float], margin
             row[f"{name} reached"], row[f"{name} left"] = crossings(ls, v, margin[k], window)
         rows.append(row)
     return rows
+
+
+@dataclass(frozen=True)
+class Exit:
+    """When a run and its reference went a floor below each plateau, from :func:`table` rows (Lab 04)."""
+
+    run: str
+    ref: str
+    steps: dict[str, tuple[int | None, int | None]]  # level, lowest first -> (run's step, ref's step); None: never
+    ends: tuple[float, float]  # final smoothed losses (run, ref), nats
+    window: int  # the smoothing window, steps: closer exits than this are not told apart
+
+    @property
+    def last(self) -> str | None:
+        """The lowest level either run went below; None: neither left any."""
+        return next((n for n, pair in self.steps.items() if any(s is not None for s in pair)), None)
+
+    @property
+    def first(self) -> list[str]:
+        """The levels the run went below before the reference did (or the reference never did)."""
+        return [n for n, (a, b) in self.steps.items() if a is not None and (b is None or a < b)]
+
+    @property
+    def apart(self) -> bool:
+        """The two left the lowest level a smoothing window apart or more (or only one left it)."""
+        if self.last is None:
+            return False
+        a, b = self.steps[self.last]
+        return a is None or b is None or abs(a - b) >= self.window
+
+    def sentence(self) -> str:
+        """Whether the gap between the two runs is, at least in part, when each left a plateau."""
+        if self.apart:
+            a, b = self.steps[self.last]
+            return (f"it left the {self.last} level at step {a}, {self.ref} at {b} (None: never): part of the gap is "
+                    "when each run left that plateau")
+        if self.last is None:
+            return (f"neither it nor {self.ref} went a floor below any level (smoothed, they end at {self.ends[0]:.3f} "
+                    f"and {self.ends[1]:.3f}): no plateau exit is in this gap")
+        return f"it left the {self.last} level within {self.window} steps of {self.ref}: the gap is not plateau timing"
+
+
+def exit_timing(rows: Sequence[Mapping[str, Any]], lv: Mapping[str, float], run: str, ref: str, window: int) -> Exit:
+    """(Lab 04) Compare ``run``'s plateau exits with ``ref``'s, from :func:`table` rows over the levels ``lv``."""
+    by = {r["run"]: r for r in rows}
+    for name in (run, ref):
+        if name not in by:
+            raise ValueError(f"run {name!r} is not in the plateau table: pick one of {', '.join(by)}")
+    steps = {n: (by[run][f"{n} left"], by[ref][f"{n} left"]) for n in sorted(lv, key=lv.get)}
+    return Exit(run, ref, steps, (by[run]["final (smoothed)"], by[ref]["final (smoothed)"]), window)

@@ -57,3 +57,28 @@ def test_the_shipped_corpus_bigram_level() -> None:
 
     lv = plateau.levels(ByteTokenizer().encode(load_corpus()))
     assert lv["bigram"] == pytest.approx(2.4764, abs=1e-4) and lv["unigram"] == pytest.approx(3.3391, abs=1e-4)
+
+
+def _rows(**left: tuple[int | None, int | None]) -> list[dict]:
+    """Plateau-table rows for runs 'a' and 'b' with the given (unigram left, bigram left) steps."""
+    return [{"run": r, "final (smoothed)": 2.5 - 0.1 * i, "unigram left": u, "bigram left": b}
+            for i, (r, (u, b)) in enumerate(left.items())]
+
+
+def test_exit_timing_tells_plateau_timing_from_a_gap_it_does_not_explain() -> None:
+    lv = {"unigram": 3.34, "bigram": 2.48}  # high to low, as levels() gives them
+    ex = plateau.exit_timing(_rows(a=(10, 150), b=(12, None)), lv, "a", "b", window=20)
+    assert ex.steps == {"bigram": (150, None), "unigram": (10, 12)}  # lowest level first
+    assert ex.last == "bigram" and ex.first == ["bigram", "unigram"] and ex.apart
+    assert "left the bigram level at step 150, b at None" in ex.sentence()
+    near = plateau.exit_timing(_rows(a=(10, 150), b=(12, 160)), lv, "a", "b", window=20)
+    assert not near.apart and "within 20 steps of b: the gap is not plateau timing" in near.sentence()
+    far = plateau.exit_timing(_rows(a=(10, 150), b=(12, 170)), lv, "a", "b", window=20)
+    assert far.apart  # 20 steps apart: a whole window, more than smoothing
+    late = plateau.exit_timing(_rows(a=(10, 190), b=(12, 150)), lv, "a", "b", window=20)
+    assert late.first == ["unigram"] and late.apart  # it left the bigram level later than b: not first there
+    none = plateau.exit_timing(_rows(a=(None, None), b=(None, None)), lv, "a", "b", window=20)
+    assert none.last is None and not none.apart and none.first == []
+    assert "neither it nor b went a floor below any level (smoothed, they end at 2.500 and 2.400)" in none.sentence()
+    with pytest.raises(ValueError, match="run 'c' is not in the plateau table: pick one of a, b"):
+        plateau.exit_timing(_rows(a=(1, 2), b=(1, 2)), lv, "c", "b", window=20)
