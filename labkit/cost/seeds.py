@@ -143,12 +143,17 @@ def mfu_gap(h100_mfu: Input, tpu_mfu: Input | None,
                   (t - pts(h100_mfu)) / 100)
 
 
+def flip_price(tpu: str, tpu_mfu: float, gpu_mfu: Input, tpu_price: Price) -> float:
+    """(Lab 06) The H100 $/h at which it trains at the TPU's $/token: above it, the TPU is cheaper."""
+    tp, gp = hardware.lookup(tpu).peak("bf16"), hardware.lookup(H100).peak("bf16")   # FLOP/s
+    tpu_cost = tpu_price.usd_per_chip_hour / (tpu_mfu * tp)   # $/h per useful FLOP/s
+    return tpu_cost * gpu_mfu.value * gp                       # GPU $/h at equal $/token
+
+
 def train_cost_ratio(tpu: str, tpu_mfu: float, gpu_mfu: Input, tpu_price: Price,
                      gpu_prices: Sequence[Price]) -> tuple[list[tuple[str, bool]], float]:
     """(Lab 06) Per GPU price: is TPU $/token lower? And the GPU $/h where they tie (flip point)."""
-    tp, gp = hardware.lookup(tpu).peak("bf16"), hardware.lookup(H100).peak("bf16")   # FLOP/s
-    tpu_cost = tpu_price.usd_per_chip_hour / (tpu_mfu * tp)   # $/h per useful FLOP/s
-    flip = tpu_cost * gpu_mfu.value * gp                       # GPU $/h at equal $/token
+    flip = flip_price(tpu, tpu_mfu, gpu_mfu, tpu_price)
     return [(f"{p.cloud} ${p.usd_per_chip_hour:.2f}", p.usd_per_chip_hour > flip)
             for p in gpu_prices], flip
 
@@ -172,19 +177,18 @@ def low_mfu(gpu_mfu: Input, tpu_prices: Price | Sequence[Price], gpu_prices: Seq
         cases += [(f"TPU ${t.usd_per_chip_hour:.2f} vs {g}", h) for g, h in c]
     # The H100 $/h above which the TPU trains cheaper, for every H100 MFU the lab holds: the verdict
     # uses gpu_mfu; the published anchors at scale show how far the flip moves with the H100's MFU.
+    flip = {i: [flip_price(tpu, mfu, i, t) for t in tpus] for i in (gpu_mfu, *anchors)}  # $/h, per TPU price
     flips = "; ".join(f"{i.value:.0%} ({i.name.removeprefix('H100 MFU, ')}, {i.kind}): " + ", ".join(
-        f"${train_cost_ratio(tpu, mfu, i, t, ())[1]:.2f} at TPU ${t.usd_per_chip_hour:.2f}/h" for t in tpus)
-        for i in (gpu_mfu, *anchors))
+        f"${f:.2f} at TPU ${t.usd_per_chip_hour:.2f}/h" for f, t in zip(fs, tpus)) for i, fs in flip.items())
     setting = (f"a stand-in, not the article's setting (Anthropic moving from GB300 NVL72 to TPUs at scale; no "
                f"GB300 or contract price is on record): {tpu} at {mfu:.0%} MFU vs one H100 at rental prices")
-    _, first = train_cost_ratio(tpu, mfu, gpu_mfu, tpus[0], gpu_prices)
     return decide("tpu_cheaper_at_19pct_mfu", "distributed", claim, f"{tpu} at {mfu:.0%} MFU vs H100 at "
                   "its MFU, every pair of published prices: $/h / (MFU x spec peak)",
                   [gpu_mfu, *anchors] + [sourced(t) for t in tpus] + [sourced(p) for p in gpu_prices]
                   + [Input("MFU under test", mfu, "article", "the article's own figure")], over_cases(cases),
                   f"{setting}; TPU cheaper in {sum(h for _, h in cases)} of {len(cases)} price pairs at the H100's "
                   f"{gpu_mfu.value:.0%} MFU; the H100 $/h above which the TPU trains cheaper, per H100 MFU: "
-                  f"{flips}" + range_ends(gpu_prices), first)
+                  f"{flips}" + range_ends(gpu_prices), flip[gpu_mfu][0])
 
 
 def serving_inputs(gpu: DecodeStep, tpu: DecodeStep, gpu_chip: str = H100,
@@ -356,5 +360,5 @@ def build(*, h100_mfu: Input, tpu_mfu: Input | None, gpu_tps: Input, tpu_tps: In
 
 __all__ = ["SEED_CLAIM_IDS", "H100_MFU_ANCHORS", "mfu_input", "tally",
            "range_ends", "range_claim", "node_price", "slice_price", "spot_v5p", "mfu_gap", "low_mfu",
-           "train_cost_ratio", "serving_inputs", "serving_ratio", "hourly_12_vs_10", "spec_claims",
+           "flip_price", "train_cost_ratio", "serving_inputs", "serving_ratio", "hourly_12_vs_10", "spec_claims",
            "untestables", "build"]

@@ -1,6 +1,6 @@
 """Where a capacity estimate missed: an engine timed under load, term by term (Lab 05).
 
-``load.capacity_estimate`` predicts the requests/s a server sustains from an idle server's p50
+``estimate_terms`` predicts the requests/s a server sustains from an idle server's p50
 TTFT (one prefill) and TPOT (one decode step): per request, one prefill plus ``output_len - 1``
 decode tokens, made ``slots`` at a time. A loaded run's cost per request is, exactly,
 
@@ -53,7 +53,7 @@ class Terms:
 
 
 def estimate_terms(requests: Sequence[Request], ttft_s: float, tpot_s: float, slots: int) -> Terms:
-    """The terms of load.capacity_estimate: idle prefill and step, every row busy, no idle time (Lab 05)."""
+    """(Lab 05) The capacity estimate's terms from an idle server's p50s: every row busy, no idle time; .req_per_s."""
     if len(requests) == 0 or not slots >= 1 or not (ttft_s >= 0 and tpot_s >= 0):
         raise ValueError(f"need requests, slots >= 1 and times >= 0 s; got {len(requests)} requests, "
                          f"slots={slots!r}, ttft_s={ttft_s!r}, tpot_s={tpot_s!r}")

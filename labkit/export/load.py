@@ -69,17 +69,6 @@ def alone(requests: Sequence[Request], gap_s: float = 1e6) -> list[Request]:
     return [Request(r.id, gap_s * i, r.prompt, r.output_len) for i, r in enumerate(requests)]
 
 
-def capacity_estimate(requests: Sequence[Request], ttft_s: float, tpot_s: float, slots: int) -> float:
-    """(Lab 05) Requests/s a server sustains, estimated from an idle server's p50 TTFT and TPOT.
-
-    Each request costs one prefill, which makes its first token, and ``output_len - 1`` decode steps;
-    a decode step serves ``slots`` rows. Only an estimate: under load, steps stall, rows sit empty and the
-    server waits for arrivals; ``labkit.export.capacity`` measures each of those terms in a loaded run.
-    """
-    decode_steps = float(np.mean([r.output_len - 1 for r in requests]))
-    return 1.0 / (ttft_s + decode_steps * tpot_s / slots)
-
-
 def _is_int(x: Any) -> bool:
     """A whole number, Python or numpy (np.int64 from a sweep counts); bool is not a count."""
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)

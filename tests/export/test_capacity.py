@@ -60,11 +60,14 @@ def test_a_wrong_row_count_breaks_the_sum() -> None:
     assert cap.loaded_terms(timed, traces).per_request_s != pytest.approx(5 / 3)
 
 
-def test_the_estimate_terms_are_load_capacity_estimate() -> None:
+def test_the_capacity_estimate_by_hand() -> None:
     est = cap.estimate_terms(ABC, 1.0, 1.0, 2)
     # mean output_len - 1 = (2 + 0 + 1) / 3 = 1; per request 1 + 1 x 1 / 2 = 1.5 s
     assert (est.decode_tokens, est.rows, est.idle_s) == (1.0, 2.0, 0.0) and est.per_request_s == 1.5
-    assert est.req_per_s == pytest.approx(load.capacity_estimate(ABC, 1.0, 1.0, 2))
+    assert est.req_per_s == pytest.approx(1 / 1.5)
+    # Lab 05's idle-server numbers: mean decode steps (4 + 8) / 2 = 6; 1 / (0.01 + 6 * 0.002 / 4) = 1 / 0.013
+    two = [Request(7, 0.0, np.arange(3), 5), Request(8, 0.1, np.arange(2), 9)]
+    assert cap.estimate_terms(two, 0.01, 0.002, 4).req_per_s == pytest.approx(1 / 0.013)
     with pytest.raises(ValueError, match="slots >= 1"):
         cap.estimate_terms(ABC, 1.0, 1.0, 0)
     with pytest.raises(ValueError, match="need requests"):
