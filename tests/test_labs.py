@@ -42,7 +42,8 @@ REQUIRED_METRICS = {
     "05_train_tpu_serve_gpu": {"parity_max_abs_logit_diff", "greedy_tokens_identical", "artifact_platforms",
                                "serve_tokens_per_s", "serve_p50_ms", "cross_device_max_abs_logit_diff",
                                "bf16_top1_agreement", "bf16_kl", "load_ttft_p50_ms", "load_goodput_req_s",
-                               "cross_device_by_route", "bf16_kl_by_route", "cross_device_own_model_max_abs_logit_diff"},
+                               "cross_device_by_route", "bf16_kl_by_route", "cross_device_own_model_max_abs_logit_diff",
+                               "shipped_artifact_jax"},
     "06_cost_per_token": {"cost_per_mtok_train", "cost_per_mtok_serve", "claims_checked"},
 }
 

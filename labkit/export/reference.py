@@ -1,9 +1,10 @@
 """A shipped reference any runtime checks itself against, and bf16 judged as serving teams judge it (Lab 05).
 
 ``datasets/lab05_reference/`` (built by its ``build.py``, checksummed in ``SHA256SUMS``) holds a small
-trained GPT (``weights.safetensors``) and, computed on a CPU in fp32 by its exported StableHLO
-program, the logits on fixed prompts and their greedy continuations (``reference.npz``). A runtime —
-a GPU, a TPU, this laptop — loads those weights, runs them through its own route and compares:
+trained GPT as a bundle (``bundle/``: its weights and its exported StableHLO forward program, lowered
+for CPU, CUDA and TPU) and, computed on a CPU in fp32 by that program, the logits on fixed prompts and
+their greedy continuations (``reference.npz``). A runtime — a GPU, a TPU, this laptop — loads those
+weights, runs them through its own route and compares:
 
 - **logits** within a stated tolerance (fp32: :func:`fp32_tol`, 1e-4 on a CPU and a GPU with TF32
   off, 1e-3 on a TPU, whose fp32 matmuls are several bf16 passes that round differently);
@@ -11,6 +12,12 @@ a GPU, a TPU, this laptop — loads those weights, runs them through its own rou
   tolerance: there a correct runtime may pick either (such near-ties are counted and shown). Greedy
   decoding runs free: a runtime that takes the other token at a near-tie continues from another
   prefix, so that row's later tokens answer another question and are not compared (counted too).
+
+**An artifact from another JAX.** The shipped program was exported by the JAX its ``bundle.json``
+names (``exported_with``). :func:`shipped_forward` loads and runs it with the JAX installed here: a
+newer one inside the compatibility window runs it (and must match the reference); one outside it
+refuses it, and the route then runs the same weights exported here (``build.py --reexport`` is the
+maintainers' side of that: export again, prove the logits did not move).
 
 **Which route crossed devices.** The reference was computed on a CPU; a route that ran on the CPU
 again proves the route, not the move. :func:`routes_off_host` picks the routes whose device is not
@@ -39,7 +46,8 @@ import numpy as np
 from labkit.gpt.config import GPTConfig
 
 REFERENCE_REL = Path("lab05_reference")  # inside a datasets/ directory
-FILES = ("weights.safetensors", "reference.npz")
+BUNDLE = "bundle"  # a Lab 05 bundle: weights, the exported forward program (cpu/cuda/tpu), bundle.json
+FILES = (f"{BUNDLE}/bundle.json", f"{BUNDLE}/weights.safetensors", f"{BUNDLE}/forward.jaxexport", "reference.npz")
 BF16_TOP1_MIN = 0.97  # share of positions whose argmax matches fp32
 BF16_KL_MAX = 1e-3  # nats/token, mean KL(p_fp32 || p_low): ~25x bf16's, under half fp8 e4m3's
 REBUILD = "python datasets/lab05_reference/build.py"
@@ -61,7 +69,8 @@ class ReferenceError(RuntimeError):
 class Reference:
     """The shipped model's weights file and its CPU fp32 outputs on fixed prompts (Lab 05)."""
 
-    weights: Path          # labkit safetensors file (with manifest and config)
+    bundle: Path           # the shipped bundle folder: weights + the program that computed `logits`
+    weights: Path          # its labkit safetensors file (with manifest and config)
     tokens: np.ndarray     # (n, t) int32 prompts
     logits: np.ndarray     # (n, t, vocab) float32, from the exported program on a CPU
     prompt_len: int        # greedy decoding starts after this many tokens of each prompt
@@ -89,7 +98,57 @@ def load_reference(path: str | Path | None = None) -> Reference:
             raise ReferenceError(f"{d.name}/{name}: sha256 {got[:16]}, SHA256SUMS says {str(sums.get(name))[:16]}; "
                                  f"rebuild with `{REBUILD}`")
     with np.load(d / "reference.npz") as z:
-        return Reference(d / "weights.safetensors", z["tokens"], z["logits"], int(z["prompt_len"]), z["greedy"], z["margin"])
+        return Reference(d / BUNDLE, d / BUNDLE / "weights.safetensors", z["tokens"], z["logits"], int(z["prompt_len"]),
+                         z["greedy"], z["margin"])
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """The shipped bundle's forward program as this JAX ran it, or re-exported here if it refused (Lab 05)."""
+
+    program: Any                 # jax.export.Exported: the shipped one, or this JAX's re-export when refused
+    flat: dict[str, np.ndarray]  # the bundle's verified weights, the program's first input
+    exported_with: str           # the JAX version that exported the shipped program (bundle.json)
+    running: str                 # this JAX's version
+    refused: str | None = None   # why this JAX could not load or run the shipped program; None: it ran
+
+    def sentence(self) -> str:
+        """Which program the JAX route runs, and what that says about the compatibility window (Lab 05)."""
+        from labkit.runtime.versions import release
+
+        made, here = f"jax {self.exported_with}", f"jax {self.running}"
+        if self.refused is not None:
+            return (f"{here} refused the shipped artifact exported by {made} ({self.refused}); the JAX route runs the "
+                    "same weights exported here instead, as a deployment re-exports on each JAX release")
+        if self.exported_with == self.running:
+            return (f"the JAX route runs the shipped artifact, exported by {made}, the JAX here: this run checks the "
+                    "artifact, not the compatibility window (a newer or older JAX would)")
+        newer = release(self.running) > release(self.exported_with)
+        side = ("a newer JAX than the exporter (backward compatibility: about 6 months)" if newer else
+                "an older JAX than the exporter (forward compatibility: about 3 weeks)")
+        return f"the JAX route runs the shipped artifact, exported by {made}, here on {here}: {side} loaded and ran it"
+
+
+def shipped_forward(ref: Reference) -> Shipped:
+    """(Lab 05) The shipped bundle, verified; its forward program loaded and run once, or re-exported if refused.
+
+    A JAX outside the artifact's compatibility window refuses it when deserializing, or when compiling
+    the StableHLO inside: both count as refused, and the reason is kept.
+    """
+    import jax
+
+    from labkit.export import bundle, stablehlo
+
+    v = bundle.verify(ref.bundle)  # digests and the config binding, before anything is deserialized
+    made = str(v.manifest.get("exported_with", {}).get("jax", "unknown"))
+    flat = v.tensors()
+    try:
+        exp = v.program("forward")
+        np.asarray(exp.call(flat, ref.tokens[:1]))  # compiles it: a too-old StableHLO fails here
+        return Shipped(exp, flat, made, jax.__version__)
+    except Exception as e:  # noqa: BLE001  any refusal by this JAX: reported, and the route re-exported
+        reason = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        return Shipped(stablehlo.export_forward(config_of(ref)), flat, made, jax.__version__, reason)
 
 
 def greedy_tokens(logits_fn: Callable[[np.ndarray], Any], prompts: np.ndarray, new_tokens: int) -> np.ndarray:

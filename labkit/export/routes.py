@@ -83,8 +83,13 @@ def save_bundle(model: Any, path: str | Path, programs: tuple[str, ...] = ("forw
     for name in programs:  # each export bakes "highest" matmul precision in: true fp32 matmuls everywhere
         exp = export[name](cfg, platforms=platforms)
         progs[name] = (exp.serialize(), list(exp.platforms))
+    import jax
+    import jaxlib
+
+    # The exporter's versions: whether another JAX loads the programs depends on how far apart the two are.
     info = {"frameworks": wmanifest["frameworks"], "source": wmanifest["source"],
-            "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+            "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "exported_with": {"jax": jax.__version__, "jaxlib": jaxlib.__version__}}
     return publish.write(path, asdict(cfg), data, progs, info, key=key)  # signed inside: one swap
 
 

@@ -30,12 +30,76 @@ def _model(ref: R.Reference) -> torch.nn.Module:
 
 def test_shipped_reference_is_checksummed(ref: R.Reference, tmp_path: Path) -> None:
     assert ref.tokens.shape[0] == ref.logits.shape[0] == ref.greedy.shape[0] == ref.margin.shape[0]
-    d = Path(shutil.copytree(ref.weights.parent, tmp_path / "ref"))
+    d = Path(shutil.copytree(ref.bundle.parent, tmp_path / "ref"))
     raw = bytearray((d / "reference.npz").read_bytes())
     raw[100] ^= 1
     (d / "reference.npz").write_bytes(raw)
     with pytest.raises(R.ReferenceError, match="ref/reference.npz: sha256"):
         R.load_reference(d)
+
+
+def test_the_shipped_bundle_names_its_exporter_and_binds_the_weights(ref: R.Reference, tmp_path: Path) -> None:
+    from labkit.export import bundle
+
+    v = bundle.verify(ref.bundle)
+    assert set(v.manifest["exported_with"]) == {"jax", "jaxlib"} and v.manifest["programs"]["forward"]["platforms"] == [
+        "cpu", "cuda", "tpu"]
+    assert ref.weights == ref.bundle / bundle.WEIGHTS  # one weights file: the bundle's
+    d = Path(shutil.copytree(ref.bundle.parent, tmp_path / "ref"))
+    raw = bytearray((d / "bundle" / "forward.jaxexport").read_bytes())
+    raw[len(raw) // 2] ^= 1  # one flipped bit in the shipped program: SHA256SUMS refuses it first
+    (d / "bundle" / "forward.jaxexport").write_bytes(raw)
+    with pytest.raises(R.ReferenceError, match="ref/bundle/forward.jaxexport: sha256"):
+        R.load_reference(d)
+
+
+def test_the_shipped_program_runs_here_and_reproduces_the_reference(ref: R.Reference) -> None:
+    import jax
+
+    s = R.shipped_forward(ref)
+    if s.exported_with == jax.__version__:  # same JAX as the exporter: it must load (a refusal is a bug here)
+        assert s.refused is None and "checks the artifact, not the compatibility window" in s.sentence(), s.refused
+    logits = np.asarray(s.program.call(s.flat, ref.tokens))  # shipped, or re-exported where this JAX refused it
+    assert np.abs(logits - ref.logits).max() <= 1e-4  # the build checked 2.4e-6 for the re-export on jax 0.10.2
+
+
+@pytest.mark.parametrize("where", ["deserialize", "compile"])
+def test_a_jax_that_refuses_the_artifact_gets_a_reexport_and_the_reason(ref: R.Reference, where: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside the window a JAX refuses an artifact when deserializing it, or when compiling its StableHLO."""
+    import jax
+
+    from labkit.export import bundle
+
+    if where == "deserialize":  # the flatbuffer's serialization version is outside this JAX's range
+        def refuse(data):
+            raise ValueError("Unsupported serialization version 3; supported range [5, 11]")
+        monkeypatch.setattr(jax.export, "deserialize", refuse)
+    else:  # it deserializes, but the StableHLO inside is older than the window
+        real = bundle.Verified.program
+
+        class TooOld:
+            def __init__(self, exp):
+                self.exp = exp
+
+            def call(self, *args):
+                raise RuntimeError("INVALID_ARGUMENT: failed to deserialize portable artifact using StableHLO_v1.0.0\nmore")
+        monkeypatch.setattr(bundle.Verified, "program", lambda self, name="forward": TooOld(real(self, name)))
+    s = R.shipped_forward(ref)
+    want = ("BundleError: bundle/forward.jaxexport: not a jax.export artifact this jax" if where == "deserialize"
+            else "RuntimeError: INVALID_ARGUMENT: failed to deserialize portable artifact using StableHLO_v1.0.0")
+    assert s.refused.startswith(want) and "\n" not in s.refused, s.refused
+    assert f"jax {jax.__version__} refused the shipped artifact exported by jax {s.exported_with}" in s.sentence()
+    monkeypatch.undo()
+    logits = np.asarray(s.program.call(s.flat, ref.tokens))  # the re-export made here: same weights, same logits
+    assert np.abs(logits - ref.logits).max() <= 1e-4
+
+
+def test_the_sentence_says_which_side_of_the_exporter_this_jax_is() -> None:
+    newer = R.Shipped(None, {}, "0.10.2", "0.11.2").sentence()
+    assert "exported by jax 0.10.2, here on jax 0.11.2: a newer JAX than the exporter (backward" in newer
+    older = R.Shipped(None, {}, "0.11.2", "0.10.10").sentence()  # 0.10.10 < 0.11.2: numeric, not string order
+    assert "here on jax 0.10.10: an older JAX than the exporter (forward compatibility" in older
 
 
 def test_cpu_torch_matches_and_a_perturbed_model_does_not(ref: R.Reference) -> None:
@@ -85,7 +149,7 @@ def test_metrics_against_hand_values() -> None:
 def _synthetic(margin: np.ndarray, greedy: np.ndarray) -> R.Reference:
     """A reference with hand-made greedy tokens and margins (logits unused by the greedy half)."""
     n, new = greedy.shape
-    return R.Reference(Path("unused"), np.zeros((n, 4), np.int32), np.zeros((n, 4, 8), np.float32), 2,
+    return R.Reference(Path("unused"), Path("unused"), np.zeros((n, 4), np.int32), np.zeros((n, 4, 8), np.float32), 2,
                        greedy, margin.astype(np.float32))
 
 
