@@ -9,16 +9,20 @@ header plus raw little-endian bytes: loading never runs code from the file, unli
 **Manifest** — stored *inside* the file, as JSON under the safetensors metadata key
 ``"labkit_manifest"`` (one file travels; the header is readable without loading tensors)::
 
-    {"format": "labkit.models.weights", "manifest_version": 1,
+    {"format": "labkit.models.weights", "manifest_version": 2,
      "config": {GPTConfig fields},
      "tensors": [[name, dtype, shape], ...],          # canonical order = param_shapes(cfg)
      "sha256": "...",                                 # content_hash(), see below
      "frameworks": {"jax": ..., "flax": ..., "torch": ..., "safetensors": ..., ...},
      "source": "flax" | "torch" | "torch_xla", "created_utc": "2025-..."}
 
-``content_hash`` is SHA-256 over, for each tensor in canonical order, a line
-``name|dtype|shape`` and then its C-order bytes: it covers names, shapes, dtypes and values,
-and does not depend on the order safetensors happens to lay tensors out in the file.
+``content_hash`` is SHA-256 over a line ``config|<config digest>`` (``bundle.config_digest``: the
+config as canonical JSON) and then, for each tensor in canonical order, a line ``name|dtype|shape``
+and its C-order bytes: it covers the config, names, shapes, dtypes and values, and does not depend on
+the order safetensors happens to lay tensors out in the file. The config line matters: shapes do not
+pin ``n_head``, ``ln_eps`` or ``dropout`` (n_head 2 and 4 give the same tensors), so a file whose
+config was edited would otherwise load as another model. Version 1 manifests hashed the tensors
+alone; they are refused with a request to re-export.
 
 Loading validates *everything* first — pickle magic, the safetensors structure (header length,
 offsets that tile the file exactly: no truncation, no trailing bytes), the manifest's fields,
@@ -42,15 +46,16 @@ from typing import Any
 import numpy as np
 
 from labkit.export.atomic import write_file
-from labkit.export.bundle import MAX_HEADER_BYTES, BundleError, parse_json, parse_safetensors, tensors_from
+from labkit.export.bundle import (MAX_HEADER_BYTES, BundleError, config_digest, parse_json, parse_safetensors,
+                                  tensors_from)
 from labkit.runtime import versions
 from labkit.gpt.config import GPTConfig, param_shapes
 from labkit.gpt.convert import flat_params_numpy, load_flat_params
 
 MANIFEST_KEY = "labkit_manifest"  # safetensors metadata key holding the manifest JSON
 FORMAT = "labkit.models.weights"
-MANIFEST_VERSION = 1
-SUPPORTED_VERSIONS = (1,)
+MANIFEST_VERSION = 2  # 2: the content hash covers the config too (1 hashed the tensors alone)
+SUPPORTED_VERSIONS = (2,)
 DTYPE = "float32"  # the canonical storage dtype: fp32 copies and transposes are exact
 PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".pkl", ".pickle", ".ckpt", ".joblib")
 _FRAMEWORKS = ("jax", "flax", "torch", "torch_xla", "safetensors", "numpy")
@@ -61,9 +66,12 @@ class WeightsError(BundleError):
     """A weights file that labkit refuses to load; the message says why and what to do (Lab 05)."""
 
 
-def content_hash(flat: dict[str, np.ndarray], names: list[str] | None = None) -> str:
-    """SHA-256 hex over name|dtype|shape + bytes of each tensor, in canonical order (Lab 05)."""
+def content_hash(flat: dict[str, np.ndarray], names: list[str] | None = None,
+                 config: dict[str, Any] | None = None) -> str:
+    """SHA-256 hex over the config's digest, then name|dtype|shape + bytes of each tensor in order (Lab 05)."""
     h = hashlib.sha256()
+    if config is not None:  # what the shapes do not pin (n_head, ln_eps, dropout) is covered too
+        h.update(f"config|{config_digest(config)}\n".encode())
     for name in names if names is not None else list(flat):
         a = np.ascontiguousarray(flat[name])
         h.update(f"{name}|{a.dtype.name}|{','.join(map(str, a.shape))}\n".encode())
@@ -79,7 +87,7 @@ def make_manifest(flat: dict[str, np.ndarray], cfg: GPTConfig, source: str) -> d
         "manifest_version": MANIFEST_VERSION,
         "config": asdict(cfg),
         "tensors": [[n, flat[n].dtype.name, list(flat[n].shape)] for n in names],
-        "sha256": content_hash(flat, names),
+        "sha256": content_hash(flat, names, asdict(cfg)),
         "frameworks": {k: v for k, v in versions.collect().items() if k in _FRAMEWORKS or k == "python"},
         "source": source,
         "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -178,7 +186,8 @@ def _parse_manifest(p: Path, meta: dict[str, str]) -> dict[str, Any]:
         raise WeightsError(f"{p.name}: manifest format {manifest.get('format')!r}, expected {FORMAT!r}")
     v = manifest.get("manifest_version")
     if v not in SUPPORTED_VERSIONS:
-        raise WeightsError(f"{p.name}: unsupported manifest_version {v!r}; this labkit reads "
+        old = " (version 1 hashed the tensors but not the config)" if v == 1 else ""
+        raise WeightsError(f"{p.name}: unsupported manifest_version {v!r}{old}; this labkit reads "
                            f"{list(SUPPORTED_VERSIONS)}. Upgrade labkit or re-export the weights.")
     for k, typ in (("config", dict), ("tensors", list), ("sha256", str)):
         if not isinstance(manifest.get(k), typ):
@@ -240,11 +249,12 @@ def read_weights(path: str | Path, cfg: GPTConfig | None = None) -> tuple[dict[s
     if problems:
         raise WeightsError(f"{p.name} does not match {file_cfg}:\n  " + "\n  ".join(problems))
     flat = tensors_from(data, index)  # raw bytes -> numpy; no code runs
-    got = content_hash(flat, list(want))
+    got = content_hash(flat, list(want), manifest["config"])
     if got != manifest["sha256"]:
         raise WeightsError(f"{p.name}: content hash mismatch — the manifest says sha256 "
                            f"{manifest['sha256'][:16]}..., the tensors hash to {got[:16]}.... "
-                           "The file was modified or corrupted after it was written; re-export it.")
+                           "The file (its config or its tensors) was modified or corrupted after it was written; "
+                           "re-export it.")
     return {n: flat[n] for n in want}, manifest
 
 

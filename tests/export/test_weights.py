@@ -55,7 +55,8 @@ def test_manifest_contents(good: Path, flax_model: FlaxGPT) -> None:
     assert m["config"]["d_model"] == CFG.d_model and m["config"]["n_layer"] == CFG.n_layer
     assert [t[0] for t in m["tensors"]] == list(param_shapes(CFG))  # canonical order
     assert all(t[1] == "float32" and tuple(t[2]) == param_shapes(CFG)[t[0]] for t in m["tensors"])
-    assert m["sha256"] == weights.content_hash(flat_params_numpy(flax_model), list(param_shapes(CFG)))
+    assert m["sha256"] == weights.content_hash(flat_params_numpy(flax_model), list(param_shapes(CFG)), m["config"])
+    assert m["sha256"] != weights.content_hash(flat_params_numpy(flax_model), list(param_shapes(CFG)))  # config counts
     assert m["frameworks"]["jax"] and m["frameworks"]["torch"] and m["frameworks"]["safetensors"]
 
 
@@ -185,6 +186,28 @@ def test_tampered_file_bytes_caught_by_hash(tmp_path: Path, good: Path, target: 
     bad = tmp_path / "tampered.safetensors"
     bad.write_bytes(raw)
     _refused(bad, target, "content hash mismatch")
+
+
+@pytest.mark.parametrize("field, value", [("n_head", 4), ("ln_eps", 1e-4)])  # dropout must be 0: refused anyway
+def test_a_config_edit_the_shapes_do_not_show_is_caught_by_the_hash(tmp_path: Path, good: Path, field: str,
+                                                                   value: Any) -> None:
+    """n_head 2 -> 4 (same tensors) or an ln_eps edit: the hash covers the config, so each is refused."""
+    import dataclasses
+
+    flat, m = _parts(good)
+    m["config"][field] = value  # the manifest's sha256 left as written: what an editor of the header does
+    bad = _write(tmp_path / "edited.safetensors", flat, m)
+    with pytest.raises(WeightsError, match="content hash mismatch"):
+        weights.read_weights(bad)  # no model to compare with: `labkit verify FILE` takes this path
+    _refused(bad, TorchGPT(dataclasses.replace(CFG, **{field: value})), "content hash mismatch")
+
+
+def test_a_version_1_file_is_refused_with_the_reason(tmp_path: Path, good: Path) -> None:
+    flat, m = _parts(good)
+    m["manifest_version"] = 1
+    with pytest.raises(WeightsError, match=r"manifest_version 1 \(version 1 hashed the tensors but not the config\)"
+                                           r".*re-export the weights"):
+        weights.read_weights(_write(tmp_path / "v1.safetensors", flat, m))
 
 
 def test_file_without_manifest_or_not_safetensors(tmp_path: Path, good: Path, target: Any) -> None:
