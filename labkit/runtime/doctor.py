@@ -94,10 +94,17 @@ def diagnose() -> dict[str, Any]:
     """Runtime, chip spec, versions and findings for this machine (Lab 00)."""
     from labkit.runtime import device, hardware
 
-    device.simulate_devices(device.requested_cpu_devices())
+    env = []  # the doctor diagnoses a bad setting; it does not stop on it
+    try:
+        n = device.requested_cpu_devices()
+    except ValueError as e:
+        n = device.DEFAULT_CPU_DEVICES
+        env.append(Finding("error", str(e), f"unset {device.CPU_DEVICES_ENV} or set it to a whole number >= 1 "
+                                            f"(this diagnosis used {n}); labs stop on it"))
+    device.simulate_devices(n)
     rt = device.detect()
     found = versions.collect()
-    findings = check_versions(found)
+    findings = env + check_versions(found)
     spec = hardware.lookup(rt.chip)
     if rt.platform != "cpu" and spec is None:
         findings.append(Finding("warn", f"chip {rt.chip!r} is not in labkit.runtime.hardware's spec table",

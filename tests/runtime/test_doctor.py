@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from labkit.runtime import doctor, versions
 
 GOOD = {"python": "3.11.7", "jax": "0.10.2", "jaxlib": "0.10.2", "flax": "0.12.8", "optax": "0.2.8",
@@ -112,3 +114,19 @@ def test_diagnose_says_what_the_emulation_changes(monkeypatch) -> None:
     msg = next(f.message for f in d["findings"] if "emulating" in f.message)
     assert "emulating a NVIDIA T4 on this NVIDIA H100 80GB HBM3" in msg and "16 GB each, bf16 off" in msg
     assert d["spec"] == "NVIDIA T4"
+
+
+@pytest.mark.parametrize("raw", ["abc", "0", "-2"])
+def test_a_bad_cpu_device_count_is_a_finding_not_a_crash(monkeypatch, raw: str) -> None:
+    """The doctor is what a learner runs when something is wrong: a bad $LABKIT_CPU_DEVICES is diagnosed."""
+    from labkit.runtime import device
+
+    seen = []
+    monkeypatch.setenv(device.CPU_DEVICES_ENV, raw)
+    monkeypatch.setattr(device, "simulate_devices", lambda n: seen.append(n))
+    d = doctor.diagnose()
+    bad = [f for f in d["findings"] if device.CPU_DEVICES_ENV in f.message]
+    assert [f.level for f in bad] == ["error"] and f"{raw!r}" in bad[0].message
+    assert "whole number >= 1 (this diagnosis used 8)" in bad[0].fix and seen == [device.DEFAULT_CPU_DEVICES]
+    with pytest.raises(ValueError, match="LABKIT_CPU_DEVICES"):  # the labs themselves still stop on it
+        device.requested_cpu_devices()
