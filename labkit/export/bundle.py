@@ -355,9 +355,13 @@ def _weights_config(where: str, meta: dict[str, str]) -> dict[str, Any]:
 
 def verify(path: str | Path, key: Key | None = None) -> Verified:
     """Check a bundle (folder or its bundle.json) before anything is deserialized -> Verified (Lab 05)."""
+    if not str(path).strip():
+        raise BundleError("no bundle path given: pass the bundle's folder (or its bundle.json)")
     root = Path(path)
     root = root.parent if root.name == MANIFEST else root
     where = f"{root.name}/{MANIFEST}"
+    if not root.exists():
+        raise BundleError(f"{root}: no such file or folder; pass the bundle's folder (or its bundle.json)")
     if not (root / MANIFEST).is_file():
         raise BundleError(f"{where}: no bundle here (expected a folder with {MANIFEST})")
     raw = (root / MANIFEST).read_bytes()

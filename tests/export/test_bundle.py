@@ -79,6 +79,15 @@ def test_deeply_nested_signature_refused(good: Path) -> None:
     _refused(good, r"gpt/bundle.sig: not a labkit signature file \(nested too deeply", key=PK)
 
 
+def test_a_missing_or_empty_path_says_so(tmp_path: Path) -> None:
+    with pytest.raises(bundle.BundleError, match=r"^no bundle path given: pass the bundle's folder"):
+        bundle.verify("")
+    with pytest.raises(bundle.BundleError, match=r"nope: no such file or folder; pass the bundle's folder"):
+        bundle.verify(tmp_path / "nope")
+    with pytest.raises(bundle.BundleError, match=r"empty/bundle.json: no bundle here"):
+        bundle.verify(Path(tmp_path / "empty").mkdir() or tmp_path / "empty")  # a folder, but no manifest
+
+
 def test_good_bundle_loads_and_summarises(good: Path) -> None:
     v = bundle.verify(good, PK)
     assert v.signature == "ed25519" and bundle.verify(good).signature == "unchecked (no key given)"
