@@ -11,6 +11,18 @@ from typing import Any, Iterator
 from pathlib import Path
 
 from labkit.course import runner
+from labkit.course.profile import FULL_MIN_MEMORY_GB
+
+LABS_DIR_HELP = "read the lab notebooks from this folder (default: the course's labs/)"
+
+
+def _lowered_labs() -> str:
+    """"00, 01, 02 and 05": the labs with functions registered for `labkit lower` (Lab 00)."""
+    from labkit.course import lowerables  # noqa: F401 - registering is cheap: factories import lazily
+    from labkit.course.registry import REGISTRY
+
+    nums = sorted({e.lab[:2] for e in REGISTRY.values()})
+    return ", ".join(nums[:-1]) + f" and {nums[-1]}" if len(nums) > 1 else "".join(nums)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -19,17 +31,23 @@ def _parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="execute labs headless with papermill and write report.json/html")
     r.add_argument("labs", nargs="*", help="lab names or numbers (default: every lab), e.g. 00 mfu")
     r.add_argument("--profile", choices=runner.PROFILES, default="auto",
-                   help="smoke (small, CPU-friendly), full (accelerator sizes), auto (smoke on CPU)")
-    r.add_argument("--out", default="build/run", help="folder for executed notebooks and the report")
-    r.add_argument("--timeout", type=float, default=runner.DEFAULT_TIMEOUT_S, help="seconds per lab")
-    r.add_argument("--labs-dir", type=Path, default=None, help="run notebooks from this folder (e.g. student copies)")
+                   help="smoke (small, CPU-friendly), full (accelerator sizes), auto (the default: full on an "
+                        f"accelerator with >= {FULL_MIN_MEMORY_GB} GB per device or memory unknown, smoke on a "
+                        "CPU or a smaller chip)")
+    r.add_argument("--out", default="build/run",
+                   help="folder for executed notebooks and the report, not the labs' own (default: %(default)s)")
+    r.add_argument("--timeout", type=float, default=runner.DEFAULT_TIMEOUT_S,
+                   help="seconds per lab (default: %(default)g)")
+    r.add_argument("--labs-dir", type=Path, default=None, help=LABS_DIR_HELP + ", e.g. student copies")
     r.add_argument("--check-mode", choices=("stop", "report"), default=None,
                    help="exercise checks: stop at a wrong answer (default) or report and carry on")
     st = sub.add_parser("student", help="write student copies: solutions replaced by stubs, outputs cleared")
     st.add_argument("labs", nargs="*", help="lab names or numbers (default: every lab)")
-    st.add_argument("--out", required=True, help="folder for the student notebooks")
+    st.add_argument("--out", required=True, help="folder for the student notebooks (not the labs' own folder)")
+    st.add_argument("--labs-dir", type=Path, default=None, help=LABS_DIR_HELP)
     sub.add_parser("doctor", help="runtime, chip, versions, known incompatibilities")
-    lo = sub.add_parser("lower", help="lower every lab's compiled functions for TPU/CUDA (no hardware needed)")
+    lo = sub.add_parser("lower", help=f"lower the compiled functions registered for Labs {_lowered_labs()} "
+                                      "for TPU/CUDA (no hardware needed)")
     lo.add_argument("names", nargs="*", help="registered functions (default: all)")
     lo.add_argument("--platform", default="tpu,cuda", help="comma-separated: cpu, cuda, tpu, rocm")
     ve = sub.add_parser("verify", help="check a Lab 05 bundle (or a .safetensors file): digests, structure, signature")
@@ -37,7 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     ve.add_argument("--key", default=None,
                     help="Ed25519 public key PEM or HMAC secret file: also require a valid signature")
     sub.add_parser("gather", help="merge run reports into one cross-chip page: gather REPORT_OR_DIR... --out DIR")
-    sub.add_parser("list", help="list the labs")
+    ls = sub.add_parser("list", help="list the labs")
+    ls.add_argument("--labs-dir", type=Path, default=None, help=LABS_DIR_HELP)
     return p
 
 
@@ -50,7 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         return gather_main(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "list":
-        for lab in runner.available_labs():
+        try:
+            labs = runner.available_labs(args.labs_dir)
+        except OSError as e:  # no labs/ folder, or --labs-dir not a folder
+            print(f"labkit list: {e}", file=sys.stderr)
+            return 2
+        for lab in labs:
             print(lab.stem)
         return 0
     if args.command == "lower":
@@ -64,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "verify":
         return _verify(args.path, args.key)
     if args.command == "student":
-        return _student(args.labs, args.out)
+        return _student(args.labs, args.out, args.labs_dir)
     if args.check_mode:
         from labkit.course.check import MODE_ENV
 
@@ -72,32 +96,40 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with _terminate_cleanly():
             report = runner.run(args.labs, args.profile, args.out, args.timeout, args.labs_dir)
-    except (runner.LabNotFound, ValueError, TypeError, NotADirectoryError) as e:  # bad input: say it, no traceback
+    except (runner.LabNotFound, ValueError, TypeError, OSError) as e:  # bad input, unwritable --out: no traceback
         print(f"labkit run: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the lab's processes are gone; say where it stopped
+        stop = e if isinstance(e, runner.Interrupted) else runner.Interrupted()
+        print(f"labkit run: {stop}", file=sys.stderr)
+        return 128 + stop.signum
     failed = [lab["name"] for lab in report["labs"] if lab["status"] != "ok"]
-    print(f"report: {args.out}/report.html  ({len(report['labs']) - len(failed)} ok, {len(failed)} failed)")
+    print(f"report: {Path(args.out) / 'report.html'}  ({len(report['labs']) - len(failed)} ok, {len(failed)} failed)")
     return 1 if failed else 0
 
 
 @contextlib.contextmanager
 def _terminate_cleanly() -> Iterator[None]:
-    """SIGTERM (`timeout`, a job scheduler, a closing notebook host) as SystemExit, so `run_lab`'s
-    cleanup stops papermill's kernel and what the lab started: the kernel has a session of its own,
-    so no signal sent to this process group reaches it."""
+    """SIGINT (Ctrl-C) and SIGTERM (`timeout`, a job scheduler, a closing notebook host) as
+    :class:`runner.Interrupted`, so `run_lab`'s cleanup stops papermill's kernel and what the lab
+    started: the kernel has a session of its own, so no signal sent to this process group reaches it."""
+    signums = (signal.SIGINT, signal.SIGTERM)
+
     def stop(signum: int, _frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup short
-        raise SystemExit(128 + signum)
+        for s in signums:  # a second Ctrl-C or SIGTERM must not cut the cleanup short
+            signal.signal(s, signal.SIG_IGN)
+        raise runner.Interrupted(signum)
 
     try:
-        before = signal.signal(signal.SIGTERM, stop)
+        before = {s: signal.signal(s, stop) for s in signums}
     except ValueError:  # not the main thread (labkit run called from a thread): leave signals alone
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, before)
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 def _verify(path: str, key: str | None) -> int:
@@ -136,12 +168,13 @@ def _verify(path: str, key: str | None) -> int:
     return 0
 
 
-def _student(names: list[str], out: str) -> int:
+def _student(names: list[str], out: str, labs_dir: Path | None = None) -> int:
+    """`labkit student`: write the copies and name each file, or one line and exit 2 (Lab 00)."""
     from labkit.course import student
 
     try:
-        written = student.write_student_copies(runner.resolve_labs(names), out)
-    except (runner.LabNotFound, student.StudentCopyError, ImportError) as e:
+        written = student.write_student_copies(runner.resolve_labs(names, labs_dir), out)
+    except (runner.LabNotFound, student.StudentCopyError, ImportError, OSError) as e:
         print(f"labkit student: {e}", file=sys.stderr)
         return 2
     for p in written:

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from labkit.course.runner import prepare_out_dir
+from labkit.course.runner import prepare_out_dir, resolved_profile
 from labkit.course.source import VERSION
 from labkit.runtime import hardware
 
@@ -45,7 +45,7 @@ class Run:
     chip: str  # the chip table's name for it, or the reported name when the table does not know it
     known: bool  # the chip table has a row for it
     platform: str
-    profile: str
+    profile: str  # the sizes the run used ("smoke", "full"); "auto" only for an old report that never said
     version: str  # course version the run recorded, or UNRECORDED
     started: str
     emulated_on: str | None
@@ -126,7 +126,8 @@ def _run(path: Path, report: dict[str, Any]) -> Run:
     device = str(report.get("device") or rt.get("chip") or "unknown")
     spec = hardware.lookup(device)
     return Run(str(path), device, spec.name if spec else device, spec is not None,
-               str(rt.get("platform", "unknown")), str(report.get("profile", "?")), report_version(report),
+               str(rt.get("platform", "unknown")),  # an old report's "auto": the sizes its labs recorded
+               resolved_profile(str(report.get("profile", "?")), report["labs"]), report_version(report),
                str(report.get("started", "")), rt.get("emulated_on"))
 
 
@@ -343,26 +344,27 @@ def merged(runs: list[Run], skipped: list[Skip], version: str = VERSION) -> dict
 
 
 def write(paths: list[str | Path], out_dir: str | Path, version: str = VERSION) -> dict[str, Any]:
-    """Gather ``paths`` into ``out_dir``/gathered.json and ``out_dir``/index.html; return the merge (course)."""
+    """Gather ``paths`` into ``out_dir``/gathered.json and index.html (nothing when no run is gathered) (course)."""
     from labkit.course.gather_html import write_page
 
+    out = prepare_out_dir(out_dir, example="build/gathered")  # first: a file or unwritable --out, with the fix
     runs, skipped = gather(paths, version)
     data = merged(runs, skipped, version)
-    out = prepare_out_dir(out_dir)  # a clear error, with the fix, when --out is a file
-    (out / "gathered.json").write_text(json.dumps(data, indent=1))
-    write_page(data, out / "index.html")
+    if runs:
+        (out / "gathered.json").write_text(json.dumps(data, indent=1))
+        write_page(data, out / "index.html")
     return data
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`labkit gather REPORT_OR_DIR... --out DIR`: exit 0, or 1 when no report could be gathered (course)."""
+    """`labkit gather REPORT_OR_DIR... --out DIR`: exit 0; 1 when nothing could be gathered; 2 for a bad --out (course)."""
     p = argparse.ArgumentParser(prog="labkit gather", description=__doc__.splitlines()[0])
     p.add_argument("reports", nargs="+", help="report.json files, or folders searched recursively for report*.json")
     p.add_argument("--out", required=True, help="folder for index.html and gathered.json")
     args = p.parse_args(argv)
     try:
         data = write(args.reports, args.out)
-    except NotADirectoryError as e:
+    except (OSError, ValueError) as e:  # --out a file, unwritable or empty: one line, no traceback
         print(f"labkit gather: {e}", file=sys.stderr)
         return 2
     for s in data["skipped"]:
@@ -371,8 +373,12 @@ def main(argv: list[str] | None = None) -> int:
         note = f"; left out as duplicates: {', '.join(r['dropped'])}" if r["dropped"] else ""
         print(f"gathered {r['path']}: {r['chip']} ({r['profile']}), {len(r['labs'])} labs{note}")
     n = len(data["runs"])
-    print(f"{args.out}/index.html: {n} run(s) on {len(data['chips'])} chip(s), {len(data['skipped'])} skipped")
-    return 0 if n else 1
+    if not n:
+        print(f"labkit gather: no run report could be gathered from {len(args.reports)} path(s) "
+              f"({len(data['skipped'])} skipped, see above); nothing written to {args.out}", file=sys.stderr)
+        return 1
+    print(f"{Path(args.out) / 'index.html'}: {n} run(s) on {len(data['chips'])} chip(s), {len(data['skipped'])} skipped")
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

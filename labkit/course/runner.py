@@ -15,16 +15,19 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from labkit.runtime import versions
 from labkit.course import source
+from labkit.course.profile import profile_for
 from labkit.course.report import METRICS_ENV, read_metrics
 from labkit.runtime.processes import ProcessTree
 
@@ -45,6 +48,30 @@ class AmbiguousLab(LabNotFound):
     """Raised when a lab name matches more than one notebook; the message lists them (Lab 00)."""
 
 
+class OutDirError(OSError):
+    """An output folder that cannot be created or written to; the message names it and the fix (Lab 00)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped `labkit run`: the signal, the lab it stopped, its partial notebook (Lab 00)."""
+
+    def __init__(self, signum: int = signal.SIGINT, lab: str | None = None, notebook: Path | None = None,
+                 finished: int | None = None) -> None:
+        super().__init__(signum)
+        self.signum, self.lab, self.notebook, self.finished = signum, lab, notebook, finished
+
+    def __str__(self) -> str:
+        what = f"interrupted by {signal.Signals(self.signum).name}"
+        if self.lab is not None:
+            nb = self.notebook
+            where = f"partial notebook at {nb}" if nb is not None and nb.exists() else "no notebook written yet"
+            what += f" while running {self.lab} ({where})"
+        if self.finished is None:  # stopped outside the labs' loop: nothing to say about a report
+            return what
+        kept = f"report.json lists only the {self.finished} lab(s) that finished" if self.finished else "no report written"
+        return f"{what}; {kept}"
+
+
 def check_timeout(timeout_s: object) -> float:
     """The per-lab timeout as a float; TypeError / ValueError naming the value otherwise (Lab 00)."""
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
@@ -58,15 +85,37 @@ def check_timeout(timeout_s: object) -> float:
 
 
 def prepare_out_dir(out_dir: str | Path, flag: str = "--out", example: str = "build/run") -> Path:
-    """Create the output folder; a clear NotADirectoryError if it (or a parent) is a file (Lab 00)."""
+    """Create the output folder and check it takes files; else a one-line error naming it and the fix (Lab 00).
+
+    ValueError for an empty path, NotADirectoryError when it (or a parent) is a file, OutDirError
+    when it cannot be created or written to (a read-only mount, an immutable folder, /proc).
+    """
+    if not str(out_dir).strip():
+        raise ValueError(f"{flag} is empty ({str(out_dir)!r}): pass a folder (it is created if missing), "
+                         f"e.g. {flag} {example}")
     out = Path(out_dir)
-    for p in (out, *out.parents):
-        if p.exists() and not p.is_dir():
-            raise NotADirectoryError(
-                f"{flag} {out}: {p} is a file, not a folder. Pass a folder path (it is created if "
-                f"missing), e.g. {flag} {example}, or move the file {p} away.")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+        if blocker is None:
+            out.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=out, prefix=".labkit-write-check-"):
+                pass  # created and removed: the folder takes files
+    except OSError as e:
+        raise OutDirError(f"{flag} {out}: cannot write there ({e.strerror or e}); pass a folder you can "
+                          f"write to, e.g. {flag} {example}") from None
+    if blocker is not None:
+        raise NotADirectoryError(
+            f"{flag} {out}: {blocker} is a file, not a folder. Pass a folder path (it is created if "
+            f"missing), e.g. {flag} {example}, or move the file {blocker} away.")
     return out
+
+
+def check_not_source(out_dir: str | Path, labs: list[Path], flag: str = "--out", example: str = "build/run") -> None:
+    """ValueError when ``out_dir`` is the folder ``labs`` are read from: writing there replaces them (Lab 00)."""
+    out = Path(out_dir).resolve()
+    if any(lab.parent.resolve() == out for lab in labs):
+        raise ValueError(f"{flag} {out_dir} is the folder the lab notebooks are read from ({out}): writing there "
+                         f"would replace them; pass another folder, e.g. {flag} {example}")
 
 
 @dataclass
@@ -90,19 +139,23 @@ def labs_dir() -> Path:
     if cwd.is_dir():
         return cwd
     raise FileNotFoundError(
-        f"no labs/ folder next to labkit ({here}) or in the current directory; run labkit "
-        "from a clone of the course repository or pass --labs DIR."
+        f"no labs/ folder next to labkit ({here}) or in the current directory ({Path.cwd()}); run labkit "
+        "from a clone of the course repository, or pass --labs-dir DIR (the folder of NN_topic.ipynb notebooks)"
     )
 
 
-def available_labs(directory: Path | None = None) -> list[Path]:
-    """Every lab notebook ``NN_topic.ipynb``, in course order (Lab 00)."""
-    d = directory or labs_dir()
+def available_labs(directory: str | Path | None = None) -> list[Path]:
+    """Every lab notebook ``NN_topic.ipynb``, in course order; OSError for a folder that is not there (Lab 00)."""
+    d = Path(directory) if directory is not None else labs_dir()
+    if not d.is_dir():
+        what, err = ("is a file, not a folder", NotADirectoryError) if d.exists() else ("does not exist", FileNotFoundError)
+        raise err(f"--labs-dir {d}: {what}; pass the folder that holds the NN_topic.ipynb lab notebooks, "
+                  f"e.g. --labs-dir labs")
     return sorted(p for p in d.glob("[0-9][0-9]_*.ipynb") if p.is_file())
 
 
-def resolve_labs(names: list[str], directory: Path | None = None) -> list[Path]:
-    """Map names like "00", "0", "00_know_your_accelerator" or "mfu" to notebooks (Lab 00)."""
+def resolve_labs(names: list[str], directory: str | Path | None = None) -> list[Path]:
+    """Map names like "00", "0", "00_know_your_accelerator" or "mfu" to notebooks, each once, in order (Lab 00)."""
     labs = available_labs(directory)
     if not names:
         return labs
@@ -121,7 +174,8 @@ def resolve_labs(names: list[str], directory: Path | None = None) -> list[Path]:
         if not hits:
             listing = ", ".join(p.stem for p in labs) or "(none)"
             raise LabNotFound(f"unknown lab {name!r}; available labs: {listing}")
-        chosen.append(hits[0])
+        if hits[0] not in chosen:  # `labkit run 6 06` runs Lab 06 once
+            chosen.append(hits[0])
     return chosen
 
 
@@ -193,6 +247,7 @@ def run_lab(
 ) -> LabResult:
     """Execute one lab in a fresh process and kernel; never raises for a failing lab (Lab 00)."""
     timeout_s = check_timeout(timeout_s)
+    check_not_source(out_dir, [path])  # papermill would write over the lab it reads
     out_dir = prepare_out_dir(out_dir)
     executed = out_dir / path.name
     metrics_file = out_dir / f"{path.stem}.metrics.json"
@@ -255,14 +310,32 @@ def detect_runtime() -> dict[str, Any]:
         return {"platform": "unknown", "chip": "unknown", "error": f"runtime detection failed: {e}"}
 
 
+def resolved_profile(requested: str, labs: list[dict[str, Any]], runtime: dict[str, Any] | None = None) -> str:
+    """The sizes a run used: what its labs recorded, else what "auto" picks on ``runtime``, else "auto" (Lab 00)."""
+    if requested != "auto":
+        return requested
+    seen = sorted({str(m["profile"]) for lab in labs if isinstance(m := lab.get("metrics"), dict)
+                   and m.get("profile") in ("smoke", "full")})
+    if seen:
+        return "+".join(seen)  # one of them in any real run: every lab resolves "auto" on the same chip
+    if not runtime or runtime.get("platform") in (None, "unknown"):
+        return requested
+    rt = SimpleNamespace(**{k: runtime.get(k) for k in ("platform", "chip", "memory_bytes", "emulated_on")})
+    return profile_for(rt)[0]
+
+
 def run(
     names: list[str] | None = None,
     profile: str = "auto",
     out_dir: str | Path = "build/run",
     timeout_s: float = DEFAULT_TIMEOUT_S,
-    directory: Path | None = None,
+    directory: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Run labs, write ``report.json`` and ``report.html`` in ``out_dir``; return the report (Lab 00)."""
+    """Run labs, write ``report.json`` and ``report.html`` in ``out_dir``; return the report (Lab 00).
+
+    Every check comes before anything runs; then the previous report in ``out_dir`` is removed, so
+    a run stopped part-way (Ctrl-C, SIGTERM: :class:`Interrupted`) never leaves one claiming success.
+    """
     from labkit.measure.bench import progress
 
     if profile not in PROFILES:
@@ -271,32 +344,52 @@ def run(
     labs = resolve_labs(list(names or []), directory)
     if not labs:
         raise LabNotFound(f"no lab notebooks found in {directory or labs_dir()}")
+    check_not_source(out_dir, labs)  # papermill would write each executed copy over its lab
     out = prepare_out_dir(out_dir)
-    runtime = detect_runtime()
-    report: dict[str, Any] = {
-        "course_version": source.VERSION,  # gather refuses to merge reports of another course version
-        "commit": source.commit(),  # what exactly ran: "<sha>" or "<sha>+dirty"; None outside git
-        "runtime": runtime,
-        "device": runtime.get("chip", "unknown"),
-        "profile": profile,
-        "versions": versions.collect(),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "out_dir": str(out.resolve()),  # executed notebooks live here, named as in "notebook"
-        "labs": [],
-    }
-    bar = progress(labs, desc="labs", total=len(labs))
-    for lab in bar:
-        if hasattr(bar, "set_postfix_str"):
-            bar.set_postfix_str(lab.stem)
-        result = run_lab(lab, out, profile, timeout_s)
-        report["labs"].append(asdict(result))
-        print(f"{result.status:>7}  {result.seconds:7.1f} s  {result.name}", flush=True)
-        _write(report, out)  # after every lab: a crash later still leaves a report
+    for stale in ("report.json", "report.html"):
+        (out / stale).unlink(missing_ok=True)
+    finished: list[dict[str, Any]] = []
+    current: Path | None = None
+    bar: Any = None
+    try:
+        runtime = detect_runtime()
+        report: dict[str, Any] = {
+            "course_version": source.VERSION,  # gather refuses to merge reports of another course version
+            "commit": source.commit(),  # what exactly ran: "<sha>" or "<sha>+dirty"; None outside git
+            "runtime": runtime,
+            "device": runtime.get("chip", "unknown"),
+            "profile": resolved_profile(profile, [], runtime),  # the sizes; the labs' own record wins below
+            "profile_requested": profile,
+            "versions": versions.collect(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "out_dir": str(out.resolve()),  # executed notebooks live here, named as in "notebook"
+            "labs": finished,
+        }
+        bar = progress(labs, desc="labs", total=len(labs))
+        for lab in bar:
+            current = lab
+            if hasattr(bar, "set_postfix_str"):
+                bar.set_postfix_str(lab.stem)
+            result = run_lab(lab, out, profile, timeout_s)
+            finished.append(asdict(result))
+            current = None
+            report["profile"] = resolved_profile(profile, finished, runtime)
+            print(f"{result.status:>7}  {result.seconds:7.1f} s  {result.name}", flush=True)
+            _write(report, out)  # after every lab: a crash later still leaves a report
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM turned into one by the CLI: run_lab has ended the lab
+        signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
+        raise Interrupted(signum, current.stem if current else None, out / current.name if current else None,
+                          len(finished)) from None
+    finally:
+        if hasattr(bar, "close"):
+            bar.close()
     return report
 
 
 def _write(report: dict[str, Any], out: Path) -> None:
     from labkit.course.report_html import write_html
 
-    (out / "report.json").write_text(json.dumps(report, indent=2))
+    tmp = out / ".report.json.partial"  # then renamed: a stop mid-write never leaves a truncated report
+    tmp.write_text(json.dumps(report, indent=2))
+    os.replace(tmp, out / "report.json")
     write_html(report, out / "report.html", out)

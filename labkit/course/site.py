@@ -93,7 +93,7 @@ def banner(report: dict[str, Any], lab: dict[str, Any] | None, commit: str, note
     v = report.get("versions") or {}
     stack = ", ".join(f"{k} {v[k]}" for k in ("python", "jax", "flax", "torch", "numpy") if v.get(k))
     sim = f", {rt.get('device_count')} simulated devices" if rt.get("simulated") else ""
-    profile = str(report.get("profile", "?"))
+    profile = str(report.get("profile_requested", report.get("profile", "?")))  # what was asked: "auto"
     resolved = ((lab or {}).get("metrics") or {}).get("profile")
     if resolved and resolved != profile:  # "auto" picks smoke or full per chip: say which it picked
         profile = f"{profile} → {resolved}"

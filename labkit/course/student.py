@@ -92,15 +92,35 @@ def student_notebook(path: str | Path) -> Any:
     return nb
 
 
+def check_no_solutions_overwritten(targets: Sequence[Path]) -> None:
+    """StudentCopyError naming the first existing target that holds solutions: never write over one (Lab 00)."""
+    for target in targets:
+        try:
+            text = target.read_text(encoding="utf-8", errors="replace") if target.is_file() else ""
+        except OSError as e:
+            raise StudentCopyError(f"{target}: cannot read the notebook already there ({e.strerror or e}); "
+                                   "pass an empty folder, e.g. --out build/student") from None
+        if "BEGIN SOLUTION" in text:
+            raise StudentCopyError(f"{target} already exists and holds solutions ({BEGIN}): it is an instructor "
+                                   "notebook, not a student copy; pass another --out (e.g. build/student) or "
+                                   "move it away")
+
+
 def write_student_copies(labs: Sequence[Path], out_dir: str | Path) -> list[Path]:
-    """Write student copies of ``labs`` into ``out_dir``; validates all before writing any (Lab 00)."""
-    from labkit.course.runner import prepare_out_dir
+    """Write student copies of ``labs`` into ``out_dir``; checks everything before writing any (Lab 00).
+
+    Refused: ``out_dir`` being the folder the labs are read from, a file or unwritable, a broken lab,
+    and a notebook already in ``out_dir`` that holds solutions (a copy would overwrite it with stubs).
+    """
+    from labkit.course.runner import check_not_source, prepare_out_dir
 
     try:
+        check_not_source(out_dir, list(labs), example="build/student")  # the copies would replace the solutions
         out = prepare_out_dir(out_dir, example="build/student")  # a file given as the folder is refused before any clearing
-    except NotADirectoryError as e:
+    except (OSError, ValueError) as e:  # a file, unwritable, empty, the labs' own folder
         raise StudentCopyError(str(e)) from None
     copies = [(lab, student_notebook(lab)) for lab in labs]  # every lab validated before any file is written
+    check_no_solutions_overwritten([out / lab.name for lab in labs])
     written = []
     for lab, nb in copies:
         target = out / lab.name

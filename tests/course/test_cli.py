@@ -69,7 +69,7 @@ def test_verify_malformed_inputs(signed: Path, tmp_path: Path, capsys: pytest.Ca
     code, _, err = _run(capsys, str(root))
     assert code == 1 and "gpt/bundle.json: the manifest is a JSON list" in err
     code, _, err = _run(capsys, str(tmp_path / "nowhere"))
-    assert code == 1 and "no bundle here" in err
+    assert code == 1 and "nowhere: no such file or folder" in err  # bundle.verify says so since d482d2e
     code, _, err = _run(capsys, str(signed / "gpt"), "--key", str(tmp_path / "missing.pem"))
     assert code == 1 and "no key file at" in err
 
@@ -171,3 +171,41 @@ def test_run_bad_input_is_one_line_and_exit_2(tmp_path, capsys) -> None:
     afile.write_text("")
     assert cli.main(["run", "00", "--out", str(afile)]) == 2
     assert "is a file, not a folder" in capsys.readouterr().err
+
+
+def _help(capsys, *argv: str) -> str:
+    with pytest.raises(SystemExit) as e:
+        cli.main([*argv, "--help"])
+    assert e.value.code == 0
+    return " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+
+
+def test_help_states_defaults_and_the_real_rules(capsys) -> None:
+    """--out/--timeout say their defaults; --profile says auto's real rule; `lower` names the labs it covers."""
+    from labkit.course import lowerables  # noqa: F401 - fills the registry
+    from labkit.course.profile import FULL_MIN_MEMORY_GB
+    from labkit.course.registry import REGISTRY
+
+    run = _help(capsys, "run")
+    assert "(default: build/run)" in run and "(default: 1800)" in run
+    assert f"full on an accelerator with >= {FULL_MIN_MEMORY_GB} GB per device" in run and "smoke on a CPU or a smaller chip" in run
+    top = _help(capsys)
+    lowered = sorted({e.lab[:2] for e in REGISTRY.values()})
+    assert f"lower the compiled functions registered for Labs {', '.join(lowered[:-1])} and {lowered[-1]}" in top
+    assert "every lab's" not in top
+    for command in ("list", "student"):
+        assert "--labs-dir LABS_DIR" in _help(capsys, command)
+
+
+def test_gather_refuses_a_bad_out_and_writes_nothing_when_nothing_gathered(tmp_path, capsys) -> None:
+    out = tmp_path / "page"
+    assert cli.main(["gather", str(tmp_path / "none.json"), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "no run report could be gathered from 1 path(s) (1 skipped, see above); nothing written" in err
+    assert not (out / "index.html").exists() and not (out / "gathered.json").exists()
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for bad, said in (("", "--out is empty ('')"), (str(afile), "is a file, not a folder")):
+        assert cli.main(["gather", str(tmp_path), "--out", bad]) == 2
+        err = capsys.readouterr().err
+        assert said in err and "e.g. --out build/gathered" in err and "build/run" not in err

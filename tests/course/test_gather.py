@@ -195,3 +195,36 @@ def test_main_exit_codes(tmp_path: Path, capsys) -> None:
     assert "is a file" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         gather.main([str(tmp_path)])  # --out is required
+
+
+def test_runs_are_grouped_by_the_resolved_profile(tmp_path: Path) -> None:
+    """A report's "auto" split one chip's runs into an "auto" and a "smoke" column; the sizes decide now."""
+    l06_smoke = lab("06_cost_per_token", {"cost_per_mtok_train": 0.1, "profile": "smoke"})
+    new = {**report("Intel(R) Xeon(R)", "cpu", [l06_smoke]), "profile": "smoke", "profile_requested": "auto"}
+    old = report("Intel(R) Xeon(R)", "cpu", [{**l06_smoke, "seconds": 9.0}], profile="auto")  # before the runner resolved it
+    unknown = report("Intel(R) Xeon(R)", "cpu", [lab("06_cost_per_token", {}, seconds=8.0)], profile="auto")
+    for name, data in (("new", new), ("old", old), ("unknown", unknown)):
+        write(tmp_path / name / "report.json", data)
+    runs, skipped = gather.gather([tmp_path])
+    assert skipped == [] and [r.profile for r in runs] == ["smoke", "smoke", "auto"]
+    assert sorted(gather.chip_summary(runs)) == ["Intel(R) Xeon(R) · auto", "Intel(R) Xeon(R) · smoke"]
+    assert gather.chip_summary(runs)["Intel(R) Xeon(R) · smoke"]["runs"] == 2
+
+
+def test_nothing_gathered_writes_nothing_and_a_bad_out_is_refused(tmp_path: Path, capsys,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    write(tmp_path / "in/report.json", "{")
+    assert gather.main([str(tmp_path / "in"), "--out", str(out)]) == 1
+    assert list(out.iterdir()) == []  # no index.html, no gathered.json
+    assert "nothing written to" in capsys.readouterr().err
+
+    def read_only(*a: object, **k: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    from labkit.course import runner
+
+    monkeypatch.setattr(runner.tempfile, "NamedTemporaryFile", read_only)  # an immutable folder
+    assert gather.main([str(tmp_path / "in"), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (f"labkit gather: --out {out}: cannot write there (Operation not permitted); "
+                                       "pass a folder you can write to, e.g. --out build/gathered\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import nbformat
@@ -37,6 +38,7 @@ def test_resolve_labs_by_number_stem_and_topic(fake_labs: Path) -> None:
     assert names(["0"]) == ["00_passes"]
     assert names(["01"]) == ["01_fails"]
     assert names(["hangs", "00_passes"]) == ["02_hangs", "00_passes"]
+    assert names(["1", "0", "01", "fails", "00"]) == ["01_fails", "00_passes"]  # each lab once, first mention's order
 
 
 def test_unknown_lab_names_the_available_ones(fake_labs: Path) -> None:
@@ -62,6 +64,7 @@ def test_run_report_ok_failed_timeout(fake_labs: Path, tmp_path: Path) -> None:
     assert on_disk["course_version"] == source.VERSION and on_disk["commit"] == source.commit()  # gather, site
     assert set(on_disk["labs"][0]) >= {"name", "status", "seconds", "metrics", "error"}
     assert on_disk["versions"]["jax"] and on_disk["runtime"]["platform"] == "cpu"
+    assert (on_disk["profile"], on_disk["profile_requested"]) == ("smoke", "smoke")
     html = (out / "report.html").read_text()
     assert "01_fails" in html and "wrong number" in html and "class='timeout'" in html
     assert (out / "00_passes.ipynb").exists()
@@ -121,9 +124,11 @@ def test_no_process_outlives_its_lab(tmp_path: Path, tail: str, status: str) -> 
         assert "cell 3 was still running" in result.error["evalue"]
 
 
-def test_sigterm_to_labkit_run_stops_the_kernel_and_what_the_lab_started(tmp_path: Path) -> None:
-    """`timeout 300 labkit run ...` (benchmarks/device_run.sh) ends with SIGTERM: the kernel, a session of its
-    own, must not outlive the command (it did: two lab kernels kept computing after `timeout` had stopped their runs)."""
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_signal_to_labkit_run_stops_the_kernel_and_what_the_lab_started(tmp_path: Path, signame: str) -> None:
+    """`timeout 300 labkit run ...` (benchmarks/device_run.sh) ends with SIGTERM, Ctrl-C with SIGINT: the kernel, a
+    session of its own, must not outlive the command (it did: two lab kernels kept computing after `timeout` had
+    stopped their runs); one line says where the run stopped, and the previous report claiming success is gone."""
     import signal
     import subprocess
     import sys
@@ -133,16 +138,25 @@ def test_sigterm_to_labkit_run_stops_the_kernel_and_what_the_lab_started(tmp_pat
     labs = tmp_path / "labs"
     labs.mkdir()
     _lab(labs / "00_spawns.ipynb", _SPAWN.format(pids=str(pids)), "import time\ntime.sleep(600)")
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "report.json").write_text(json.dumps({"labs": [{"name": "00_spawns", "status": "ok"}]}))
+    (out / "report.html").write_text("<p>ok</p>")
     proc = subprocess.Popen([sys.executable, "-m", "labkit.course.cli", "run", "00", "--labs-dir", str(labs),
-                             "--out", str(tmp_path / "run"), "--timeout", "300"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             "--out", str(out), "--timeout", "300"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     t0 = time.time()
     while not (pids.exists() and len(pids.read_text().split()) == 3) and time.time() - t0 < 120:
         time.sleep(0.2)  # wait for the lab to start its children
     recorded = _recorded_pids(pids)
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    signum = getattr(signal, signame)
+    proc.send_signal(signum)
+    assert proc.wait(timeout=60) == 128 + signum
     _assert_gone(recorded)
+    err = proc.stderr.read()
+    assert err.strip() == (f"labkit run: interrupted by {signame} while running 00_spawns (partial notebook at "
+                           f"{out / '00_spawns.ipynb'}); no report written"), err
+    assert not (out / "report.json").exists() and not (out / "report.html").exists()
 
 
 @pytest.mark.parametrize("bad", [0, -5, float("nan"), float("inf"), -0.0])
@@ -186,3 +200,133 @@ def test_exception_from_log() -> None:
     log = "Executing\nTraceback (most recent call last):\n  File 'x'\n    y\njupyter_client.kernelspec.NoSuchKernel: No such kernel named k\n"
     assert runner.exception_from_log(log) == ("NoSuchKernel", "No such kernel named k")
     assert runner.exception_from_log("all fine\nValueError: not after a traceback") is None
+
+
+# ------------------------------------------------------------------ refused before anything runs
+
+
+def _no_lab_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(*a: object, **k: object) -> None:
+        raise AssertionError("a lab ran")
+
+    monkeypatch.setattr(runner, "run_lab", boom)
+    monkeypatch.setattr(runner, "detect_runtime", boom)
+
+
+def test_out_that_is_the_labs_folder_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`labkit run 06 --labs-dir cp --out cp` deleted cp/06_*.ipynb: papermill's output is the lab it reads."""
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    lab = _lab(labs / "00_one.ipynb", "x = 1")
+    before = lab.read_bytes()
+    with pytest.raises(ValueError, match="is the folder the lab notebooks are read from"):
+        runner.run_lab(lab, labs, "smoke", 60)  # refused before it unlinks its output, which is the lab
+    _no_lab_runs(monkeypatch)
+    for out in (labs, tmp_path / "labs/../labs", Path(os.path.relpath(labs))):
+        with pytest.raises(ValueError, match=re.escape(f"--out {out} is the folder the lab notebooks are read from "
+                                                       f"({labs}): writing there would replace them; pass another "
+                                                       "folder, e.g. --out build/run")):
+            runner.run(["00"], "smoke", out, 60, labs)
+    assert lab.read_bytes() == before and sorted(labs.iterdir()) == [lab]
+
+
+def test_unwritable_or_empty_out_is_refused_before_anything_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    _lab(tmp_path / "00_one.ipynb", "x = 1")
+    _no_lab_runs(monkeypatch)
+    real = runner.tempfile.NamedTemporaryFile
+
+    def read_only(*a: object, dir: object = None, **k: object) -> object:
+        if dir == tmp_path / "ro":
+            raise PermissionError(13, "Permission denied")
+        return real(*a, dir=dir, **k)
+
+    monkeypatch.setattr(runner.tempfile, "NamedTemporaryFile", read_only)  # an immutable folder, as root too
+    with pytest.raises(runner.OutDirError, match=rf"^--out {tmp_path / 'ro'}: cannot write there \(Permission denied\); "
+                                                 "pass a folder you can write to, e.g. --out build/run$"):
+        runner.run(["00"], "smoke", tmp_path / "ro", 60, tmp_path)
+    assert runner.prepare_out_dir(tmp_path / "rw") == tmp_path / "rw" and list((tmp_path / "rw").iterdir()) == []
+    with pytest.raises(ValueError, match=r"--out is empty \(''\): pass a folder"):
+        runner.prepare_out_dir("")
+    cases = [("", "--out is empty"), (str(tmp_path / "ro"), "cannot write there (Permission denied)")]
+    if Path("/proc/self").is_dir():  # Linux: nothing can be created under /proc, root or not
+        cases.append(("/proc/labkit-x/run", "--out /proc/labkit-x/run: cannot write there"))
+    for out, said in cases:
+        assert cli.main(["run", "00", "--labs-dir", str(tmp_path), "--out", out]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("labkit run: ") and said in err and len(err.splitlines()) == 1
+
+
+def test_no_labs_folder_names_the_real_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """labkit installed outside a clone: no labs/ next to the package nor in the cwd."""
+    monkeypatch.setattr(runner, "__file__", str(tmp_path / "site/labkit/course/runner.py"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"pass --labs-dir DIR"):
+        runner.labs_dir()
+    for argv in (["list"], ["run", "00"], ["student", "00", "--out", str(tmp_path / "s")]):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"labkit {argv[0]}: no labs/ folder") and "--labs-dir DIR" in err and "--labs " not in err
+    assert not (tmp_path / "s").exists()
+    _lab(tmp_path / "07_mine.ipynb", "x = 1")
+    assert cli.main(["list", "--labs-dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == "07_mine\n"
+    for missing, said in ((tmp_path / "nope", "does not exist"), (tmp_path / "07_mine.ipynb", "is a file, not a folder")):
+        for argv in (["list"], ["run", "07"], ["student", "07", "--out", str(tmp_path / "s")]):
+            assert cli.main([*argv, "--labs-dir", str(missing)]) == 2
+            assert f"--labs-dir {missing}: {said}" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ a stopped run, the resolved profile
+
+
+def _fake_run_lab(stop_at: str | None, metrics: dict) -> object:
+    def run_lab(path: Path, out: Path, profile: str, timeout_s: float) -> runner.LabResult:
+        if path.stem == stop_at:
+            (out / path.name).write_text("{}")  # papermill had written part of it
+            raise KeyboardInterrupt
+        return runner.LabResult(path.stem, "ok", 1.0, dict(metrics), None, path.name)
+    return run_lab
+
+
+def test_a_stopped_run_leaves_no_report_claiming_success(fake_labs: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    for name in ("report.json", "report.html"):
+        (out / name).write_text('{"labs": [{"name": "01_fails", "status": "ok"}]}')  # an earlier run's
+    monkeypatch.setattr(runner, "detect_runtime", lambda: {"platform": "cpu", "chip": "test cpu"})
+    monkeypatch.setattr(runner, "run_lab", _fake_run_lab("00_passes", {}))
+    with pytest.raises(runner.Interrupted) as e:
+        runner.run(["00", "01"], "smoke", out, 60, fake_labs)
+    assert (e.value.lab, e.value.notebook, e.value.finished) == ("00_passes", out / "00_passes.ipynb", 0)
+    assert not (out / "report.json").exists() and not (out / "report.html").exists()
+    monkeypatch.setattr(runner, "run_lab", _fake_run_lab("01_fails", {}))
+    assert cli.main(["run", "00", "01", "--labs-dir", str(fake_labs), "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert err == (f"labkit run: interrupted by SIGINT while running 01_fails (partial notebook at "
+                   f"{out / '01_fails.ipynb'}); report.json lists only the 1 lab(s) that finished\n")
+    assert [lab["name"] for lab in json.loads((out / "report.json").read_text())["labs"]] == ["00_passes"]
+    assert not list(out.glob(".report*"))  # the report is written whole, then renamed
+
+
+def test_report_records_the_resolved_profile(fake_labs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`labkit gather` grouped a CPU run under "auto": the report now says which sizes ran."""
+    cpu = {"platform": "cpu", "chip": "test cpu"}
+    monkeypatch.setattr(runner, "detect_runtime", lambda: cpu)
+    monkeypatch.setattr(runner, "run_lab", _fake_run_lab(None, {"answer": 1}))
+    report = runner.run(["00"], "auto", tmp_path, 60, fake_labs)
+    on_disk = json.loads((tmp_path / "report.json").read_text())
+    assert (report["profile"], on_disk["profile"], on_disk["profile_requested"]) == ("smoke", "smoke", "auto")
+    monkeypatch.setattr(runner, "run_lab", _fake_run_lab(None, {"profile": "full"}))  # the lab's own record wins
+    assert runner.run(["00"], "auto", tmp_path, 60, fake_labs)["profile"] == "full"
+    gpu = {"platform": "gpu", "chip": "g", "memory_bytes": 16e9}
+    labs = [{"name": "00", "metrics": {}}, {"name": "01", "metrics": {"profile": "smoke"}}]
+    assert runner.resolved_profile("full", labs, cpu) == "full"
+    assert runner.resolved_profile("auto", labs, None) == "smoke"
+    assert runner.resolved_profile("auto", labs[:1], gpu) == "smoke"
+    assert runner.resolved_profile("auto", labs[:1], {**gpu, "memory_bytes": 80e9}) == "full"
+    assert runner.resolved_profile("auto", labs[:1], {**gpu, "memory_bytes": None}) == "full"
+    assert runner.resolved_profile("auto", labs[:1], {"platform": "unknown"}) == "auto"

@@ -152,3 +152,15 @@ def test_sphinx_builds_a_page_per_lab_with_its_plots(course: dict[str, Path], tm
     assert "reference run" in page and "74fa167" in page
     assert '<img alt="../_images/' in page and list((out / "_images").glob("*.png"))
     assert (out / "gathered/index.html").is_file() and (out / "instructor.html").is_file()
+
+
+@pytest.mark.parametrize("report", [
+    {"profile": "auto"},  # an old report: the CLI argument only
+    {"profile": "smoke", "profile_requested": "auto"},  # since the runner records what "auto" resolved to
+])
+def test_the_banner_names_what_was_asked_and_what_ran(report: dict) -> None:
+    lab = {"name": "00_know", "status": "ok", "seconds": 1.0, "metrics": {"profile": "smoke"}}
+    assert "profile **auto → smoke**" in site.banner({**report, "device": "x", "runtime": {}}, lab, "abc", "labs/00.ipynb")
+    full = site.banner({"profile": "full", "profile_requested": "full", "device": "x", "runtime": {}},
+                       {**lab, "metrics": {"profile": "full"}}, "abc", "labs/00.ipynb")
+    assert "profile **full**" in full and "→" not in full

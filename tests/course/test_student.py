@@ -99,3 +99,57 @@ def test_out_that_is_a_file_is_refused(tmp_path: Path) -> None:
     f.write_text("")
     with pytest.raises(student.StudentCopyError, match=rf"--out {f}: {f} is a file, not a folder"):
         student.write_student_copies([LABS[0]], f)
+
+
+def _tiny_lab(folder: Path, name: str = "09_tiny.ipynb") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "def f():\n    ### BEGIN SOLUTION\n    return 42\n    ### END SOLUTION")])
+    nbformat.write(nb, folder / name)
+    return folder / name
+
+
+def test_out_that_is_the_labs_folder_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`labkit student 06 --out labs` overwrote the instructor's solutions with stubs."""
+    lab = _tiny_lab(tmp_path / "labs")
+    before = lab.read_bytes()
+    for out in (tmp_path / "labs", tmp_path / "labs/../labs"):
+        with pytest.raises(student.StudentCopyError, match=re.escape(
+                f"--out {out} is the folder the lab notebooks are read from ({lab.parent}): writing there would "
+                "replace them; pass another folder, e.g. --out build/student")):
+            student.write_student_copies([lab], out)
+        assert cli.main(["student", "09", "--labs-dir", str(tmp_path / "labs"), "--out", str(out)]) == 2
+        assert "is the folder the lab notebooks are read from" in capsys.readouterr().err
+    assert lab.read_bytes() == before
+
+
+def test_a_notebook_with_solutions_in_out_is_never_overwritten(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lab = _tiny_lab(tmp_path / "labs")
+    _tiny_lab(tmp_path / "labs", "08_other.ipynb")
+    out = tmp_path / "out"
+    assert cli.main(["student", "09", "--labs-dir", str(tmp_path / "labs"), "--out", str(out)]) == 0
+    assert "NotImplementedError" in (out / lab.name).read_text() and "return 42" not in (out / lab.name).read_text()
+    assert cli.main(["student", "09", "--labs-dir", str(tmp_path / "labs"), "--out", str(out)]) == 0  # a copy: rewritten
+    capsys.readouterr()
+    instructor = _tiny_lab(out, "08_other.ipynb")  # someone's solutions sit in --out
+    before = instructor.read_bytes()
+    assert cli.main(["student", "--labs-dir", str(tmp_path / "labs"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"labkit student: {instructor} already exists and holds solutions (### BEGIN SOLUTION): it is an "
+                   "instructor notebook, not a student copy; pass another --out (e.g. build/student) or move it away\n")
+    assert instructor.read_bytes() == before
+
+
+def test_unwritable_or_empty_out_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lab = _tiny_lab(tmp_path / "labs")
+    with pytest.raises(student.StudentCopyError, match=r"--out is empty \(''\).*e.g. --out build/student"):
+        student.write_student_copies([lab], "")
+
+    def read_only(*a: object, **k: object) -> None:
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(runner.tempfile, "NamedTemporaryFile", read_only)
+    with pytest.raises(student.StudentCopyError, match=re.escape(
+            f"--out {tmp_path / 'ro'}: cannot write there (Read-only file system); pass a folder you can write to, "
+            "e.g. --out build/student")):
+        student.write_student_copies([lab], tmp_path / "ro")
