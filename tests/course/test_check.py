@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import traceback
+
+import numpy as np
 import pytest
 
 from labkit.course import check
@@ -85,3 +88,124 @@ def test_roofline_time(report_mode: None) -> None:
 def test_check_function_needs_cases() -> None:
     with pytest.raises(ValueError, match="no cases"):
         check.check_function("x", lambda: 1, lambda: 1, [])
+
+
+# ------------------------------------------------------------- answers of the wrong type or form
+
+
+def test_close_rejects_a_str_or_bool_for_a_number() -> None:
+    assert not check.close("286.6", 286.6)  # float("286.6") would make it pass
+    assert not check.close(True, 1.0) and not check.close(np.True_, 1)
+    assert check.close(np.float32(0.5), 0.5) and check.close(np.int64(7), 7) and check.close(np.array(2.5), 2.5)
+
+
+def test_close_takes_an_array_where_a_tuple_or_list_is_expected() -> None:
+    assert check.close(np.array([16.0, 0.0]), (16.0, 0))
+    assert check.close(np.array([[1, 2], [3, 4]]), [[1, 2], [3, 4]])
+    assert not check.close(np.array([16.0, 1.0]), (16.0, 0)) and not check.close(np.array([16.0]), (16.0, 0))
+    assert not check.close(np.array([1.0, 2.0]), None)  # elementwise == has no single truth value: not equal
+
+
+def test_a_str_answer_gets_the_number_hint(report_mode: None) -> None:
+    r = lab00.check_ridge_point(lambda p, b: str(p / b))
+    assert r.status == "wrong" and "return a number, not a str" in r.message, r.message
+    assert "your answer was '" in r.message  # the learner sees what they returned
+
+
+def test_returning_none_gets_the_forgot_return_hint(report_mode: None) -> None:
+    r = lab00.check_ridge_point(lambda p, b: print(p / b))
+    assert r.status == "wrong" and "returned None on every case: did you forget `return`?" in r.message, r.message
+
+
+def test_an_exception_in_the_answer_is_a_failed_check(report_mode: None, capsys: pytest.CaptureFixture) -> None:
+    def cfg_as_dict(p: float, b: float) -> float:
+        return p["peak"] / b  # TypeError: a float is not subscriptable
+
+    r = lab00.check_ridge_point(cfg_as_dict)
+    assert r.status == "wrong" and "your function raised TypeError on inputs (" in r.message, r.message
+    assert 'return p["peak"] / b' in r.message  # the learner's own line
+    assert "Traceback" not in capsys.readouterr().out
+    # the run carries on: the next check still runs and judges
+    assert lab00.check_ridge_point(lambda p, b: p / b).passed
+
+
+def test_an_exception_stops_the_run_as_check_failed(stop_mode: None) -> None:
+    with pytest.raises(check.CheckFailed, match=r"raised ZeroDivisionError on inputs \(1, 2\)") as err:
+        check.check_function("x", lambda a, b: a / (b - 2), lambda a, b: a, [(1, 2)])
+    assert err.value.__context__ is None  # no "during handling of ..." second traceback
+
+
+def test_not_implemented_is_still_not_done(report_mode: None) -> None:
+    def todo(*args: float) -> float:
+        raise NotImplementedError("later")
+
+    r = check.check_function("x", todo, lambda a: a, [(1,)])
+    assert r.status == "not done" and "later" in r.message
+
+
+# --------------------------------------------------------------- which hint, and when none
+
+
+def _coincidence_hint() -> check.Hint:
+    """A hint that fits the wrong answer on one case only: a coincidence, not the learner's mistake."""
+    return check.Hint(lambda g, e, a: a[0] == 3, "MISLEADING")
+
+
+def test_a_hint_that_fits_one_wrong_case_is_not_shown(report_mode: None) -> None:
+    cases = [(i,) for i in range(1, 11)]
+    r = check.check_function("x", lambda a: -a, lambda a: a, cases, hints=[_coincidence_hint()])
+    assert r.status == "wrong" and "MISLEADING" not in r.message
+    assert r.message == "for inputs (1,) expected 1, got -1."
+
+
+def test_a_hint_that_fits_every_wrong_case_is_shown(report_mode: None) -> None:
+    cases = [(i,) for i in range(1, 11)]
+    hints = [_coincidence_hint(), check.Hint(lambda g, e, a: g == -e, "NEGATED")]
+    r = check.check_function("x", lambda a: -a, lambda a: a, cases, hints=hints)
+    assert r.message == "hint: NEGATED"
+
+
+def test_a_hint_judges_only_the_cases_it_applies_to(report_mode: None) -> None:
+    cases = [(i,) for i in range(1, 11)]
+    # "doubled" cannot be told apart on even inputs here (say the answer there coincides with another slip)
+    wrong = lambda a: 2 * a if a % 2 else 0  # noqa: E731
+    doubled = check.Hint(lambda g, e, a: g == 2 * e, "DOUBLED", applies=lambda a: a[0] % 2 == 1)
+    assert check.check_function("x", wrong, lambda a: a, cases, hints=[doubled]).message == "hint: DOUBLED"
+    unjudged = check.Hint(lambda g, e, a: g == 2 * e, "DOUBLED", applies=lambda a: False)
+    assert "DOUBLED" not in check.check_function("x", wrong, lambda a: a, cases, hints=[unjudged]).message
+
+
+def test_shown_values_are_bounded(report_mode: None) -> None:
+    big = np.arange(10_000.0).reshape(100, 100)
+    r = check.check_function("x", lambda a: [[0.0]], lambda a: big.tolist(), [(big,)])
+    assert r.status == "wrong" and len(r.message) < 600, len(r.message)
+    assert "shape (100, 100)" in r.message
+    assert len(check.show("y" * 10_000)) <= check.SHOW_LIMIT
+
+
+# ---------------------------------------------------------------- Lab 00: roofline units
+
+
+def test_roofline_bandwidth_as_gb_per_s_is_told_the_inputs_are_plain(report_mode: None) -> None:
+    for seed in range(40):
+        lab00_rng = np.random.default_rng(seed)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(lab00, "_rng", lambda: lab00_rng)
+            r = lab00.check_roofline_time(lambda f, b, p, w: max(f / p, b / (w / 1e9)))
+        assert "inputs are already plain FLOP/s and bytes/s" in r.message, r.message
+        assert "no ms" not in r.message
+
+
+def test_roofline_output_unit_hint_says_the_inputs_are_plain(report_mode: None) -> None:
+    r = lab00.check_roofline_time(lambda f, b, p, w: 1e3 * max(f / p, b / w))
+    assert "right formula, wrong unit: the inputs are plain FLOPs, bytes, FLOP/s and bytes/s" in r.message, r.message
+
+
+def test_stop_mode_hides_labkit_frames_but_the_raise(stop_mode: None) -> None:
+    # IPython (>= 8) skips frames whose locals set __tracebackhide__; the raising frame always shows.
+    for answer in (lambda p, b: b / p, lambda p, b: 1 / 0):
+        with pytest.raises(check.CheckFailed) as err:
+            lab00.check_ridge_point(answer)
+        labkit_frames = [f for f, _ in traceback.walk_tb(err.tb) if "labkit" in f.f_code.co_filename]
+        shown = [f.f_code.co_name for f in labkit_frames if not f.f_locals.get("__tracebackhide__")]
+        assert shown == ["finish"] and len(labkit_frames) >= 3, shown

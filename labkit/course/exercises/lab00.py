@@ -19,6 +19,7 @@ def _rng() -> np.random.Generator:
 
 def check_ridge_point(fn: Callable[[float, float], float]) -> CheckResult:
     """(Lab 00) ``fn(peak_flops_per_s, bandwidth_bytes_per_s)`` must return the ridge in FLOP/byte."""
+    __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
     rng = _rng()
     cases = [(float(rng.uniform(1e12, 1e15)), float(rng.uniform(1e11, 5e12))) for _ in range(N_CASES)]
     hints = [
@@ -39,6 +40,7 @@ def _intensity(m: int, n: int, k: int, b: int) -> float:
 
 def check_matmul_intensity(fn: Callable[[int, int, int, int], float]) -> CheckResult:
     """(Lab 00) ``fn(m, n, k, bytes_per_element)``: FLOP/byte of (m,k)@(k,n), each matrix moved once."""
+    __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
     rng = _rng()
     cases = [(int(rng.integers(1, 8193)), int(rng.integers(1, 8193)), int(rng.integers(1, 8193)),
               int(rng.choice([1, 2, 4]))) for _ in range(N_CASES)]
@@ -62,6 +64,7 @@ def _roofline_time(flops: float, nbytes: float, peak: float, bw: float) -> float
 
 def check_roofline_time(fn: Callable[[float, float, float, float], float]) -> CheckResult:
     """(Lab 00) ``fn(flops, nbytes, peak_flops_per_s, bandwidth_bytes_per_s)``: best-case seconds."""
+    __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
     rng = _rng()
     cases = [(float(10 ** rng.uniform(6, 13)), float(10 ** rng.uniform(5, 11)), float(rng.uniform(1e13, 1e15)),
               float(rng.uniform(1e11, 5e12))) for _ in range(N_CASES)]
@@ -71,6 +74,13 @@ def check_roofline_time(fn: Callable[[float, float, float, float], float]) -> Ch
     def is_(f: Callable[..., float]) -> Callable[..., bool]:
         return lambda g, e, a: math.isclose(float(g), f(*a), rel_tol=1e-6)
 
+    def converted(g: object, e: float, a: tuple) -> bool:
+        """Peak and bandwidth scaled by different powers of ten, as if given in TFLOP/s, GB/s, ..."""
+        f, b, p, w = a
+        scales = (1.0, 1e3, 1e-3, 1e6, 1e-6, 1e9, 1e-9, 1e12, 1e-12)
+        return any(math.isclose(float(g), max(f / (p * sp), b / (w * sw)), rel_tol=1e-6)
+                   for sp in scales for sw in scales if sp != sw)  # equal scales: the output unit hint
+
     hints = [
         Hint(is_(lambda f, b, p, w: f / p + b / w), "you added compute and memory time; on a roofline they "
              "overlap, so the slower of the two sets the time: max(...)."),
@@ -79,7 +89,11 @@ def check_roofline_time(fn: Callable[[float, float, float, float], float]) -> Ch
         Hint(is_(lambda f, b, p, w: f / p), "only the compute time: memory-bound ops (few FLOP/byte) take longer."),
         Hint(is_(lambda f, b, p, w: b / w), "only the memory time: compute-bound ops take longer than that."),
         Hint(lambda g, e, a: any(ratio_is(f)(g, e, a) for f in (1e3, 1e-3, 1e6, 1e-6, 1e9, 1e-9)),
-             "right formula, wrong unit: return plain seconds (no ms, µs or ns conversion)."),
+             "right formula, wrong unit: the inputs are plain FLOPs, bytes, FLOP/s and bytes/s, so "
+             "max(FLOPs / peak, bytes / bandwidth) is already in seconds — return it as it is (no ms, µs or ns)."),
+        # After the output unit: per case a scaled output also reads as one scaled input (the larger term).
+        Hint(converted, "the inputs are already plain FLOP/s and bytes/s (not TFLOP/s or GB/s): use them as "
+             "they are — FLOPs / peak and bytes / bandwidth are then seconds."),
     ]
     return check_function("roofline time", fn, _roofline_time, cases, hints=hints,
                           explain="time = max(FLOPs/peak, bytes/bandwidth): the roofline in seconds.")

@@ -51,18 +51,27 @@ def _fold_cost(R: int, C: int, t: int) -> int:
 
 def check_cycles(fn: Callable[[int, int, int, int, int, str], int]) -> CheckResult:
     """(Lab 01) ``fn(M, K, N, rows, cols, dataflow)`` must return the GEMM's total cycle count."""
+    __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
     rng = _rng()
     cases = []
     for i in range(N_CASES):
         R, C = (int(rng.choice([2, 4, 8, 16, 32])), int(rng.choice([2, 4, 8, 16, 32]))) if i % 5 \
             else (int(rng.choice([128, 256])),) * 2  # some TPU-sized arrays too
-        cases.append((int(rng.integers(1, 5 * R)), int(rng.integers(1, 5 * R)),
-                      int(rng.integers(1, 5 * C)), R, C, DATAFLOWS[i % 3]))
+        while True:  # distinct M, K, N: a mapping that swaps two of them must change the answer
+            M, K, N = int(rng.integers(1, 5 * R)), int(rng.integers(1, 5 * R)), int(rng.integers(1, 5 * C))
+            if len({M, K, N}) == 3:
+                break
+        cases.append((M, K, N, R, C, DATAFLOWS[i % 3]))
     cases.append((64, 32, 48, 8, 8, "ws"))  # the lab's own GEMM, and a partial fold:
     cases.append((9, 9, 9, 8, 8, "os"))
     exact = lambda sr, sc, R, C: (sr / R) * (sc / C)  # noqa: E731  no ceil: fractional folds
     floor = lambda sr, sc, R, C: (sr // R) * (sc // C)  # noqa: E731
-    os_map = lambda M, K, N, df: (M, N, K)  # noqa: E731  the OS mapping for every dataflow
+
+    def other_mapping(got: Any, expected: Any, args: tuple) -> bool:
+        """The right per-fold cost, but another dataflow's (Sr, Sc, T) mapping (OS's for all, WS's for OS, ...)."""
+        return any(_variant(_folds, _fold_cost, lambda M, K, N, _: systolic.mapping(M, K, N, df))(got, expected, args)
+                   for df in DATAFLOWS if df != args[5])
+
     scalesim = lambda got, expected, args: got == systolic.scalesim_cycles(*args)  # noqa: E731
     scalesim_count = lambda got, expected, args: got == systolic.scalesim_cycles(*args) + 1  # noqa: E731
     hints = [  # SCALE-Sim first: its answers would otherwise read as "you forgot the fill"
@@ -72,6 +81,10 @@ def check_cycles(fn: Callable[[int, int, int, int, int, str], int]) -> CheckResu
         Hint(scalesim_count, "that is SCALE-Sim 3.0's OS count, with no output drain. This check uses "
              "labkit's \"drain\" convention: OS also pays R cycles per fold, draining the accumulators "
              "out of the array, so every dataflow costs 2R + C + T - 2 per fold."),
+        Hint(lambda got, expected, args: got == expected - 1, "off by one: that is the 0-based index of "
+             "the last cycle; the check wants the number of cycles (last index + 1)."),
+        Hint(_variant(_folds, lambda R, C, t: 2 * C + R + t - 2), "the fill (or drain) takes R cycles, "
+             "one per row of the array, not C: each fold costs 2R + C + T - 2.", applies=lambda a: a[3] != a[4]),
         Hint(_variant(exact, _fold_cost), "folds must be whole: a partial fold still occupies the "
              "whole array, so use ceil(Sr / R) * ceil(Sc / C), not Sr / R * Sc / C."),
         Hint(_variant(floor, _fold_cost), "floor drops the partial fold: the leftover rows/columns "
@@ -88,7 +101,7 @@ def check_cycles(fn: Callable[[int, int, int, int, int, str], int]) -> CheckResu
              "last PE is R-1 + C-1 = R + C - 2 hops from the first, not R + C - 1."),
         Hint(_variant(_folds, lambda R, C, t: 2 * R + C + t), "off by two in the skew: it is "
              "R + C - 2 cycles (hops from PE (0, 0) to PE (R-1, C-1)), not R + C."),
-        Hint(_variant(_folds, _fold_cost, os_map), "the mapping depends on the dataflow: (Sr, Sc, T) "
+        Hint(other_mapping, "the mapping depends on the dataflow: (Sr, Sc, T) "
              "is (M, N, K) for OS, (K, N, M) for WS and (K, M, N) for IS."),
         Hint(_variant(lambda sr, sc, R, C: _ceil_div(sc, R) * _ceil_div(sr, C), _fold_cost),
              "rows and columns swapped: Sr is cut by the array's rows R, Sc by its columns C."),
@@ -109,6 +122,7 @@ def largest_aligned_block(dim: int, align: int = 128, max_block: int = 512) -> i
 
 def check_pick_block(fn: Callable[[int, int, int], int | None]) -> CheckResult:
     """(Lab 01) ``fn(dim, align, max_block)``: the largest aligned block dividing dim, or None."""
+    __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
     rng = _rng()
     cases: list[tuple[int, int, int]] = []
     for i in range(N_CASES):
@@ -170,6 +184,7 @@ def padded_utilization(size: int, tile: int) -> float:
 
 def check_padded_utilization(fn: Callable[[int, int], float]) -> CheckResult:
     """(Lab 01) ``fn(size, tile)``: fraction of the padded work that is useful, in (0, 1]."""
+    __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
     rng = _rng()
     cases = [(int(rng.integers(1, 20 * t)), t) for t in (int(rng.choice([8, 16, 128, 256]))
                                                         for _ in range(N_CASES))]
@@ -217,6 +232,7 @@ def _seams(tiles: int, steps_k: int, sms: int) -> list[int]:
 
 def check_stream_k_share(fn: Callable[[int, int, int], tuple[int, int]]) -> CheckResult:
     """(Lab 01) ``fn(tiles, steps_k, sms)`` -> (iterations per SM, hand-offs): Stream-K's even share."""
+    __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
     rng = _rng()
     cases = [(int(rng.integers(1, 300)), int(rng.integers(1, 129)), int(rng.choice([10, 40, 108, 132])))
              for _ in range(N_CASES)]

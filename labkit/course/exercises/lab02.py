@@ -54,6 +54,7 @@ def _reference_fpt(cfg: GPTConfig, seq: int) -> int:
 
 def check_flops_per_token(fn: Callable[[GPTConfig, int], float]) -> CheckResult:
     """(Lab 02) ``fn(cfg, seq)``: training FLOPs per token, every matmul once, full T×T attention."""
+    __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
     d = lambda c: c.d_model  # noqa: E731
     hints = [
         Hint(_is(lambda c, t: 2 * _n(c) + _att(c, t) / 3), "that is the forward pass only: training "
@@ -89,6 +90,7 @@ def _reference_mfu(fpt: float, batch: int, seq: int, step_time_s: float, peak_tf
 
 def check_mfu(fn: Callable[[float, int, int, float, float, float], float]) -> CheckResult:
     """(Lab 02) ``fn(flops_per_token, batch, seq, step_time_s, peak_tflops, recomputed_fraction)`` -> MFU in [0, 1]."""
+    __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
     rng = _rng()
     cases = []
     for _ in range(N_CASES):
@@ -126,6 +128,7 @@ def _reference_days(fpt: float, tokens: float, n_chips: int, peak_tflops: float,
 
 def check_days_to_train(fn: Callable[[float, float, int, float, float], float]) -> CheckResult:
     """(Lab 02) ``fn(flops_per_token, tokens, n_chips, peak_tflops, mfu)`` -> wall-clock days."""
+    __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
     rng = _rng()
     cases = [(float(10 ** rng.uniform(8, 12)), float(10 ** rng.uniform(9, 13)), int(rng.choice([1, 8, 64, 256, 2048])),
               float(rng.choice([197.0, 312.0, 459.0, 918.0, 989.0])), float(rng.uniform(0.2, 0.7)))

@@ -66,14 +66,19 @@ def _fmax_fn_all_mantissa(e: int, m: int, ieee: bool) -> float:
 
 def check_format_max(fn: Callable[[int, int, bool], float]) -> CheckResult:
     """(Lab 04) ``fn(exponent_bits, mantissa_bits, ieee)`` must return the largest finite value."""
+    __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
     rng = _rng()
     known = [(8, 23, True), (8, 7, True), (5, 10, True), (5, 2, True), (4, 3, False)]
     cases = known + [(int(rng.integers(2, 10)), int(rng.integers(1, 24)), bool(rng.integers(2)))
                      for _ in range(N_CASES)]
     hints = [
+        Hint(_matches(lambda e, m, ieee: format_max(e, m, not ieee)), "the two layouts are swapped: "
+             "ieee=True reserves the all-ones exponent for inf/NaN (so its max is lower), ieee=False (fn) does not."),
         Hint(_matches(_fmax_always_ieee), "e4m3fn has no inf: with ieee=False the all-ones exponent "
              "holds normal numbers (only mantissa all-ones there is NaN), so the max is 448, not 240."),
-        Hint(_matches(_fmax_no_implicit), "you forgot the implicit leading 1: a normal value is "
+        # Without the implicit 1 whether or not the fn rule is also missed: one slip at a time.
+        Hint(lambda g, e, a: _matches(_fmax_no_implicit)(g, e, a) or _matches(_fmax_no_implicit)(g, e, (*a[:2], True)),
+             "you forgot the implicit leading 1: a normal value is "
              "1.mantissa x 2**exponent, so the largest significand is 2 - 2**-m, not 1 - 2**-m."),
         Hint(_matches(_fmax_bias(1)), "exponent one too large: the bias is 2**(e-1) - 1 (127 for "
              "fp32), and with ieee=True the all-ones exponent is reserved for inf/NaN, so the "
@@ -124,8 +129,16 @@ def _round_bits(shift: int) -> Callable[[float, int], float]:
     return lambda x, b: round_to_bits(x, b + shift)
 
 
+def _fits_more_bits(args: tuple) -> bool:
+    """False on a case whose x already fits b + 1 bits (the ties): there "one bit too many" returns
+    x unchanged, like an answer that does nothing, so such a case cannot tell the two apart."""
+    x, b = args
+    return round_to_bits(x, b + 1) != x
+
+
 def check_round_to_bits(fn: Callable[[float, int], float]) -> CheckResult:
     """(Lab 04) ``fn(x, mantissa_bits)``: x rounded to nearest, ties to even, keeping that many bits."""
+    __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
     rng = _rng()
     cases: list[tuple[float, int]] = []
     for _ in range(N_CASES):
@@ -148,8 +161,16 @@ def check_round_to_bits(fn: Callable[[float, int], float]) -> CheckResult:
              "round() and np.rint already do that."),
         Hint(_matches(_round_bits(-1)), "one bit short: count the implicit leading 1 separately. "
              "math.frexp gives a mantissa in [0.5, 1), so scale it by 2**(bits + 1)."),
+        Hint(lambda g, e, a: g == a[0], "you returned x unchanged: keep only mantissa_bits fraction "
+             "bits (math.frexp splits x into mantissa and exponent; round the scaled mantissa)."),
+        Hint(lambda g, e, a: g == round(*a), "round(x, b) keeps b *decimal* places; mantissa bits are binary "
+             "digits counted from x's leading 1: scale frexp's mantissa by 2**(bits + 1), round, scale back.",
+             applies=lambda a: round(*a) != a[0]),
         Hint(_matches(_round_bits(1)), "one bit too many: 'mantissa_bits' are the fraction bits "
-             "after the implicit leading 1 (tf32 keeps 10, bf16 7)."),
+             "after the implicit leading 1 (tf32 keeps 10, bf16 7).", applies=_fits_more_bits),
+        Hint(lambda g, e, a: g == float(np.float32(a[0])), "that is a cast to float32, "
+             "which always keeps 23 bits: round to mantissa_bits instead (bf16 keeps 7, tf32 10).",
+             applies=lambda a: round_to_bits(a[0], 23) != a[0]),
     ]
     return check_function("round to mantissa bits", fn, round_to_bits, cases, hints=hints,
                           rtol=0.0, explain="With 10 bits (tf32) the relative error is at most "
@@ -200,6 +221,7 @@ def _us_swapped(s: float, g: int, f: bool, n: int, gf: float, bf: float) -> tupl
 
 def check_update_scale(fn: Callable[..., tuple[float, int]]) -> CheckResult:
     """(Lab 04) ``fn(scale, good_steps, finite, growth_interval, growth_factor, backoff_factor)``."""
+    __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
     rng = _rng()
     cases = []
     for i in range(N_CASES):

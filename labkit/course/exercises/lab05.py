@@ -57,10 +57,11 @@ def _flax_layout(name: str, weight: np.ndarray) -> list:
 
 def check_torch_to_flax(fn: Callable[[str, np.ndarray], Any]) -> CheckResult:
     """(Lab 05) ``fn(name, weight)``: a canonical (PyTorch-layout) weight -> the FlaxGPT array."""
+    __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
     rng = _rng()
     shapes = param_shapes(_CFG)
     names = list(shapes)
-    cases = [(n, rng.standard_normal(shapes[n]).astype(np.float32))
+    cases = [(str(n), rng.standard_normal(shapes[n]).astype(np.float32))  # str: np.str_('...') reads badly
              for n in rng.choice(names, N_CASES - 4, replace=False)]
     cases += [(n, rng.standard_normal(shapes[n]).astype(np.float32))
               for n in ("wte.weight", "wpe.weight", "blocks.0.attn.qkv.weight", "blocks.1.mlp.fc.weight")]
@@ -77,9 +78,16 @@ def check_torch_to_flax(fn: Callable[[str, np.ndarray], Any]) -> CheckResult:
         Hint(lambda g, e, a: a[0] not in linear and a[1].ndim == 2 and same(g, a[1].T),
              "you transposed an embedding table: nn.Embedding and nnx.Embed both store (rows, d_model) "
              "— only Linear weights change layout."),
+        Hint(lambda g, e, a: a[0] in linear and same(g, a[1].reshape(a[1].shape[::-1])),
+             "reshape is not a transpose: it keeps the elements in memory order and only relabels the "
+             "dimensions, so rows do not become columns. Use weight.T (or np.transpose)."),
+        Hint(lambda g, e, a: np.asarray(g).shape == np.shape(e) and not np.array_equal(g, e)
+             and np.allclose(g, e, rtol=1e-2, atol=1e-2), "the right layout, but the values changed "
+             "slightly: a layout change must be bit-exact — keep the dtype (float32), no cast."),
     ]
     wrapped = lambda name, w: np.asarray(fn(name, w.copy())).tolist()  # noqa: E731 (compare as nested lists)
     return check_function("torch -> flax layout", wrapped, _flax_layout, cases, hints=hints,
+                          describe=lambda a: f"weight {a[0]!r} of shape {a[1].shape}",  # which weight failed
                           explain="Transposes are exact, so the conversion is bit-exact both ways.")
 
 
@@ -89,12 +97,25 @@ def _kv_bytes(n_layer: int, n_head: int, head_dim: int, batch: int, seq: int, by
     return kv_cache_bytes(cfg, batch, seq, bytes_per_element)
 
 
+def kv_cases(rng: np.random.Generator) -> list[tuple[int, int, int, int, int, int]]:
+    """(Lab 05) Random (n_layer, n_head, head_dim, batch, seq, bytes_per_element) cases for the KV-cache check.
+
+    The sizes are distinct and none is 2, 4 or 8: an answer missing a factor (say the batch)
+    then never equals one missing another (the layers, or the 2 of keys and values) by chance.
+    """
+    cases: list[tuple[int, int, int, int, int, int]] = []
+    while len(cases) < N_CASES:
+        L, H, hd = int(rng.integers(3, 49)), int(rng.integers(3, 41)), int(rng.choice([32, 64, 80, 128]))
+        b, s = int(rng.integers(1, 65)), int(rng.integers(16, 4097))
+        if len({L, H, hd, b, s} | {2, 4, 8}) == 8:
+            cases.append((L, H, hd, b, s, int(rng.choice([2, 4]))))
+    return cases
+
+
 def check_kv_cache_bytes(fn: Callable[[int, int, int, int, int, int], float]) -> CheckResult:
     """(Lab 05) ``fn(n_layer, n_head, head_dim, batch, seq, bytes_per_element)``: KV-cache size in bytes."""
-    rng = _rng()
-    cases = [(int(rng.integers(3, 49)), int(rng.integers(3, 41)), int(rng.choice([32, 64, 80, 128])),
-              int(rng.integers(1, 65)), int(rng.integers(16, 4097)), int(rng.choice([2, 4])))
-             for _ in range(N_CASES)]
+    __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
+    cases = kv_cases(_rng())
     hints = [
         Hint(ratio_is(0.5), "off by 2: the cache holds keys *and* values, one of each per token per layer."),
         Hint(_is(lambda L, H, hd, b, s, e: 2 * H * hd * b * s * e), "forgot the layers: every layer "
@@ -104,6 +125,14 @@ def check_kv_cache_bytes(fn: Callable[[int, int, int, int, int, int], float]) ->
         Hint(ratio_is(8), "bits, not bytes: bytes_per_element already is bytes (bf16 = 2)."),
         Hint(_is(lambda L, H, hd, b, s, e: 2 * L * hd * b * s * e), "forgot the heads: one token's key "
              "is n_head * head_dim = d_model numbers."),
+        Hint(_is(lambda L, H, hd, b, s, e: 2 * L * H * hd * s * e), "forgot the batch: every sequence in "
+             "the batch keeps its own keys and values (multiply by batch)."),
+        Hint(_is(lambda L, H, hd, b, s, e: 2 * L * H * hd * b * e), "forgot the sequence length: the cache "
+             "holds a key and a value for every token so far (multiply by seq)."),
+        Hint(ratio_is(1e-9), "that is GB (1e9 bytes): the check wants plain bytes — convert only when "
+             "you print."),
+        Hint(ratio_is(2.0 ** -30), "that is GiB (2**30 bytes): the check wants plain bytes — convert only when "
+             "you print."),
     ]
     return check_function("KV-cache bytes", fn, _kv_bytes, cases, hints=hints,
                           explain="It grows with batch x sequence: at long contexts the cache, not the "
@@ -113,6 +142,7 @@ def check_kv_cache_bytes(fn: Callable[[int, int, int, int, int, int], float]) ->
 # ---------------------------------------------------------------- 3. tokens/s from latencies
 def check_tokens_per_s(fn: Callable[[int, int, float, float], float]) -> CheckResult:
     """(Lab 05) ``fn(batch, new_tokens, ttft_s, tpot_s)``: generated tokens per second of the batch."""
+    __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
     rng = _rng()
     cases = [(int(rng.integers(2, 65)), int(rng.integers(2, 513)), float(rng.uniform(0.01, 2.0)),
               float(rng.uniform(0.002, 0.1))) for _ in range(N_CASES)]

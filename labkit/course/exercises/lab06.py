@@ -46,6 +46,7 @@ def _cost_per_mtok(usd_per_hour: float, tokens_per_s: float, utilization: float)
 
 def check_cost_per_mtok(fn: Callable[[float, float, float], float]) -> CheckResult:
     """(Lab 06) ``fn(usd_per_hour, tokens_per_s, utilization)`` must return $ per million tokens."""
+    __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
     rng = _rng()
     cases = [(float(10 ** rng.uniform(-1, 1.3)), float(10 ** rng.uniform(1, 5)),
               float(rng.uniform(0.1, 0.95))) for _ in range(N_CASES)]
@@ -86,6 +87,7 @@ def _break_even_utilization(usd_reserved: float, tps_reserved: float, usd_on_dem
 
 def check_break_even_utilization(fn: Callable[[float, float, float, float], float]) -> CheckResult:
     """(Lab 06) ``fn(usd_reserved, tps_reserved, usd_on_demand, tps_on_demand)``: break-even u."""
+    __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
     rng = _rng()
     cases = []
     for _ in range(N_CASES):
@@ -119,6 +121,7 @@ def _spot_discount(usd_on_demand: float, usd_spot: float, lost_fraction: float) 
 
 def check_spot_discount(fn: Callable[[float, float, float], float]) -> CheckResult:
     """(Lab 06) ``fn(usd_on_demand, usd_spot, lost_fraction)``: spot discount per useful hour."""
+    __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
     rng = _rng()
     cases = []
     for _ in range(N_CASES):

@@ -232,3 +232,63 @@ def test_not_done_and_report_mode(seeded, monkeypatch, check, wrong):
     _report_mode(monkeypatch, check, _not_done, "not done")
     if wrong is not None:
         _report_mode(monkeypatch, check, wrong, "wrong")
+
+
+# ------------------------------------------------- hints only when they explain the answer
+def _over_seeds(monkeypatch, n=40):
+    """Report mode, then one seed after another: a hint must not depend on the cases drawn."""
+    monkeypatch.setenv(check.MODE_ENV, "report")
+    for seed in range(n):
+        monkeypatch.setattr(lab01, "_rng", lambda seed=seed: np.random.default_rng(seed))
+        yield seed
+
+
+COINCIDENCES = ("off by one in the skew", "off by two in the skew", "forgot the fill", "forgot the skew",
+                "SCALE-Sim", "floor drops", "only the streaming", "that is one fold")
+
+
+@pytest.mark.parametrize("swap", [{"os": "ws", "ws": "os", "is": "is"}, {"os": "os", "ws": "ws", "is": "ws"}],
+                         ids=["os_ws_swapped", "is_mapped_like_ws"])
+def test_cycles_with_another_dataflows_mapping_is_told_the_mapping(monkeypatch, swap):
+    fn = lambda M, K, N, R, C, df: _cyc(CEIL, lambda R, C, t: 2 * R + C + t - 2, MAP[swap[df]])(M, K, N, R, C, df)  # noqa: E731
+    for _ in _over_seeds(monkeypatch):
+        r = lab01.check_cycles(fn)
+        assert r.status == "wrong" and "the mapping depends on the dataflow" in r.message, r.message
+        assert not any(c in r.message for c in COINCIDENCES), r.message
+
+
+@pytest.mark.parametrize("fn, hint, not_this", [
+    (_cyc(CEIL, lambda R, C, t: 2 * C + R + t - 2), "takes R cycles, one per row of the array, not C", "skew"),
+    # labkit's count minus one is no SCALE-Sim figure (that one has no OS drain): its hint fit WS/IS cases only
+    (lambda *a: lab01.reference_cycles(*a) - 1, "0-based index of the last cycle", "SCALE-Sim"),
+], ids=["fill_by_columns", "last_index"])
+def test_cycles_slips_that_used_to_get_a_chance_hint(monkeypatch, fn, hint, not_this):
+    for _ in _over_seeds(monkeypatch):
+        r = lab01.check_cycles(fn)
+        assert r.status == "wrong" and hint in r.message and not_this not in r.message, r.message
+
+
+def test_cycles_random_cases_have_distinct_m_k_n(monkeypatch):
+    drawn = []
+    monkeypatch.setattr(lab01, "check_function", lambda name, fn, ref, cases, **kw: drawn.extend(cases))
+    for _ in _over_seeds(monkeypatch, 20):
+        lab01.check_cycles(lab01.reference_cycles)
+    random_cases = [c for c in drawn if c not in ((64, 32, 48, 8, 8, "ws"), (9, 9, 9, 8, 8, "os"))]
+    assert len(random_cases) == 20 * lab01.N_CASES
+    assert all(len(set(c[:3])) == 3 for c in random_cases)
+
+
+def test_padded_utilization_unguarded_floor_is_told_it_raised(monkeypatch):
+    floor = lambda s, t: s / ((s // t) * t)  # noqa: E731  the natural floor: 0 tiles for s < t
+    monkeypatch.setenv(check.MODE_ENV, "report")
+    r = lab01.check_padded_utilization(floor)
+    assert r.status == "wrong" and "your function raised ZeroDivisionError on inputs (" in r.message, r.message
+    assert "division by zero" in r.message
+    monkeypatch.delenv(check.MODE_ENV)
+    with pytest.raises(CheckFailed, match="raised ZeroDivisionError"):
+        lab01.check_padded_utilization(floor)
+
+
+def test_stream_k_share_accepts_a_numpy_array(seeded):
+    assert lab01.check_stream_k_share(lambda t, k, s: np.array(lab01.stream_k_share(t, k, s))).passed
+    assert lab01.check_cycles(lambda *a: np.int64(lab01.reference_cycles(*a))).passed  # numpy scalars too

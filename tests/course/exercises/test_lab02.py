@@ -153,3 +153,16 @@ def test_random_configs_are_valid() -> None:
     for _ in range(200):
         cfg = lab02.random_config(rng)
         assert cfg.d_model % cfg.n_head == 0 and cfg.d_ff > 0
+
+
+def test_an_exception_in_the_answer_is_a_failed_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    def as_dict(cfg: GPTConfig, seq: int) -> float:  # a config read like a dict: TypeError
+        return 6 * cfg["d_model"] * seq
+
+    monkeypatch.setenv(MODE_ENV, "report")
+    r = lab02.check_flops_per_token(as_dict)
+    assert r.status == "wrong" and "your function raised TypeError on inputs (GPTConfig(" in r.message, r.message
+    assert 'cfg["d_model"]' in r.message and len(r.message) < 700, r.message  # the line, and a bounded config
+    monkeypatch.delenv(MODE_ENV)
+    with pytest.raises(CheckFailed, match="raised TypeError"):
+        lab02.check_flops_per_token(as_dict)

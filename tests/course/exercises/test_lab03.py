@@ -20,6 +20,7 @@ import labkit
 labkit.setup(cpu_devices=8, quiet=True)
 from labkit.course.exercises import lab03
 from labkit.course.check import CheckFailed
+from jax.sharding import PartitionSpec as P
 
 def right(x, w, y, shape):  # the lab's solution
     kinds = set()
@@ -93,9 +94,20 @@ for name, layout in [("right", {"w1": (None, "model"), "w2": ("model", None)}),
                      ("bare_string", {"w1": (None, "model"), "w2": "model"}),
                      ("not_a_tuple", {"w1": (None, "model"), "w2": 5}),
                      ("too_long", {"w1": (None, "model", None), "w2": ("model", None)}),
-                     ("short_right", {"w1": (None, "model"), "w2": ("model",)})]:
+                     ("short_right", {"w1": (None, "model"), "w2": ("model",)}),
+                     ("partition_spec", {"w1": P(None, "model"), "w2": P("model", None)}),
+                     ("partition_spec_broken", {"w1": P(None, "model"), "w2": P(None, "model")})]:
     r = lab03.check_fixed_layout(lambda layout=layout: layout)
     out["fix_" + name] = [r.status, r.message]
+
+def raises():  # the learner's own bug: reported as a failed check, not a traceback
+    cfg = {"w1": (None, "model")}
+    return {"w1": cfg["w1"], "w2": cfg["w2"]}
+
+r = lab03.check_fixed_layout(raises)
+out["fix_raises"] = [r.status, r.message]
+r = lab03.check_predict_collectives(lambda x, w, y, shape: {"all-reduce"} if x[1] else set() + 1)
+out["predict_raises"] = [r.status, r.message]
 os.environ["LABKIT_CHECK_MODE"] = "stop"
 try:
     lab03.check_fixed_layout(lambda: lab03.BROKEN_LAYOUT)
@@ -129,7 +141,7 @@ def test_predict_wrong_answers_get_their_hint(verdicts: dict, name: str, hint: s
     assert status == "wrong" and hint in message, message
 
 
-@pytest.mark.parametrize("name", ["right", "short_right"])
+@pytest.mark.parametrize("name", ["right", "short_right", "partition_spec"])
 def test_fixed_layout_accepts_megatron(verdicts: dict, name: str) -> None:
     status, message = verdicts["fix_" + name]  # ("model",) is ("model", None): one entry per leading dim
     assert status == "passed" and "{'all-reduce': 1}" in message
@@ -169,6 +181,7 @@ def test_an_answer_without_the_shape_argument_is_told_the_signature(verdicts: di
     ("w1_rows", "w1 is split along d_model"),
     ("not_dict", 'return a dict {"w1"'),
     ("bad_axis", "does not compile"),
+    ("partition_spec_broken", "split the same way — by its rows"),
 ])
 def test_fixed_layout_wrong_answers_get_their_hint(verdicts: dict, name: str, hint: str) -> None:
     status, message = verdicts["fix_" + name]
@@ -214,3 +227,19 @@ def test_mlp64_is_the_float64_mlp() -> None:
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
     # And gelu really is the tanh approximation: at h = 1 it is 0.841192 (erf GELU: 0.841345).
     assert abs(lab03.mlp64(np.ones((1, 1)), np.ones((1, 1)), np.ones((1, 1)))[0, 0] - 0.841192) < 1e-6
+
+
+def test_an_exception_in_the_answer_is_a_failed_check(verdicts: dict) -> None:
+    status, message = verdicts["fix_raises"]
+    assert status == "wrong" and "your function raised KeyError" in message and "'w2'" in message, message
+    status, message = verdicts["predict_raises"]
+    assert status == "wrong" and "your function raised TypeError on inputs x (" in message, message
+
+
+def test_layout_error_reads_a_partition_spec() -> None:
+    from jax.sharding import PartitionSpec
+
+    assert not isinstance(PartitionSpec(None, "model"), tuple)  # why it needs reading (jax >= 0.10)
+    assert lab03.layout_error({"w1": PartitionSpec(None, "model"), "w2": PartitionSpec("model")}) == ""
+    bad = lab03.layout_error({"w1": PartitionSpec(None, "model", None), "w2": PartitionSpec("model")})
+    assert "w1 has 2 dimensions (32, 128)" in bad, bad

@@ -167,3 +167,47 @@ def test_update_scale_reference_is_the_labkit_rule() -> None:
     for finite in [True, True, True, False, True, True, True, True]:
         assert lab04.update_scale(s, g, finite, 3, 4.0, 0.25) == ls.next_scale(s, g, finite, cfg)
         s, g = ls.next_scale(s, g, finite, cfg)
+
+
+# ------------------------------------------------- hints only when they explain the answer
+
+
+def _over_seeds(monkeypatch: pytest.MonkeyPatch, n: int = 40) -> Any:
+    """Report mode, then one seed after another: a hint must not depend on the cases drawn."""
+    monkeypatch.setenv("LABKIT_CHECK_MODE", "report")
+    for seed in range(n):
+        monkeypatch.setattr(lab04, "_rng", lambda seed=seed: np.random.default_rng(seed))
+        yield seed
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (lambda x, b: x, "you returned x unchanged"),
+    (lambda x, b: round(x, b), "keeps b *decimal* places"),
+    (lambda x, b: float(np.float32(x)), "a cast to float32, which always keeps 23 bits"),
+], ids=["identity", "decimal_round", "float32_cast"])
+def test_round_to_bits_never_says_one_bit_too_many_by_coincidence(monkeypatch: pytest.MonkeyPatch,
+                                                                  fn: Callable[..., float], hint: str) -> None:
+    # The ties fit b + 1 bits exactly, so "one bit too many" returns x there, like these answers do.
+    for _ in _over_seeds(monkeypatch):
+        r = lab04.check_round_to_bits(fn)
+        assert r.status == "wrong" and "one bit too many" not in r.message, r.message
+        assert hint in r.message, r.message
+
+
+def test_one_bit_too_many_is_still_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    for _ in _over_seeds(monkeypatch):
+        r = lab04.check_round_to_bits(lambda x, b: round_ref(x, b + 1))
+        assert "one bit too many" in r.message, r.message
+
+
+def test_swapped_layouts_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    for _ in _over_seeds(monkeypatch):
+        r = lab04.check_format_max(lambda e, m, i: fmax_ref(e, m, not i))
+        assert "the two layouts are swapped" in r.message and "e4m3fn has no inf" not in r.message, r.message
+
+
+def test_update_scale_accepts_a_numpy_array(report_mode: None) -> None:
+    assert lab04.check_update_scale(lambda *a: np.array(us_ref(*a))).passed
+    assert lab04.check_update_scale(lambda *a: list(us_ref(*a))).passed
+    r = lab04.check_update_scale(lambda *a: np.array(US_WRONG[0][0](*a)))  # an array answer still gets its hint
+    assert "off by one" in r.message, r.message

@@ -106,3 +106,57 @@ def test_flax_layout_is_the_known_answer_at_every_depth() -> None:
     for name, shape in param_shapes(get_config("gpt2-small")).items():  # 12 layers; the check's model has 2
         w = rng.standard_normal(shape).astype(np.float32)
         assert np.array_equal(lab05.flax_layout(name, w), flax_ref(name, w)), name
+
+
+# ------------------------------------------------- hints only when they explain the answer
+
+
+def _over_seeds(monkeypatch: pytest.MonkeyPatch, n: int = 40) -> Any:
+    """Report mode, then one seed after another: a hint must not depend on the cases drawn."""
+    monkeypatch.setenv("LABKIT_CHECK_MODE", "report")
+    for seed in range(n):
+        monkeypatch.setattr(lab05, "_rng", lambda seed=seed: np.random.default_rng(seed))
+        yield seed
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (lambda L, H, hd, b, s, e: 2 * L * H * hd * s * e, "forgot the batch"),
+    (lambda L, H, hd, b, s, e: 2 * L * H * hd * b * e, "forgot the sequence length"),
+    (lambda L, H, hd, b, s, e: kv_ref(L, H, hd, b, s, e) / 1e9, "that is GB (1e9 bytes)"),
+    (lambda L, H, hd, b, s, e: kv_ref(L, H, hd, b, s, e) / 2**30, "that is GiB (2**30 bytes)"),
+], ids=["no_batch", "no_seq", "GB", "GiB"])
+def test_kv_cache_missing_factor_gets_its_own_hint(monkeypatch: pytest.MonkeyPatch, fn: Callable[..., float],
+                                                   hint: str) -> None:
+    # A batch of 2, L or H used to make "forgot the batch" read as "off by 2" / "forgot the layers" / "... heads".
+    for _ in _over_seeds(monkeypatch):
+        r = lab05.check_kv_cache_bytes(fn)
+        assert r.status == "wrong" and hint in r.message, r.message
+        others = [h for _, h in KV_WRONG] + ["forgot the batch", "forgot the sequence length"]
+        assert not any(h in r.message for h in others if h != hint), r.message
+
+
+def test_kv_cases_avoid_coincidences() -> None:
+    for seed in range(40):
+        for L, H, hd, b, s, e in lab05.kv_cases(np.random.default_rng(seed)):
+            assert len({L, H, hd, b, s}) == 5 and not {L, H, hd, b, s} & {2, 4, 8}
+
+
+def test_torch_to_flax_none_is_short_and_says_return(report_mode: None) -> None:
+    r = lab05.check_torch_to_flax(lambda n, w: None)
+    assert "did you forget `return`" in r.message and len(r.message) < 300, r.message
+
+
+def test_torch_to_flax_shows_bounded_values_and_names_the_weight(report_mode: None) -> None:
+    r = lab05.check_torch_to_flax(lambda n, w: np.zeros((1, 1)))  # no hint: expected vs got
+    assert r.message.startswith("for inputs weight '") and "of shape (" in r.message, r.message
+    assert len(r.message) < 700 and "np.str_" not in r.message, r.message
+    r = lab05.check_torch_to_flax(lambda n, w: w.reshape(w.shape[::-1]) if n.endswith(LINEAR) else w)
+    assert "reshape is not a transpose" in r.message and "Wrong for weight 'blocks." in r.message, r.message
+    assert len(r.message) < 700, len(r.message)
+
+
+def test_torch_to_flax_accepts_other_array_types(report_mode: None) -> None:
+    torch = pytest.importorskip("torch")
+    assert lab05.check_torch_to_flax(lambda n, w: torch.from_numpy(flax_ref(n, w).copy())).passed
+    r = lab05.check_torch_to_flax(lambda n, w: flax_ref(n, w).astype(np.float16))
+    assert "values changed slightly" in r.message, r.message
