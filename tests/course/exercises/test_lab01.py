@@ -11,6 +11,7 @@ from labkit.course import check
 from labkit.matmul import systolic
 from labkit.course.check import CheckFailed, NotDoneYet
 from labkit.course.exercises import lab01
+from tests.course.exercises.seeds import over_seeds
 
 
 @pytest.fixture(params=[0, 1, 2])
@@ -235,13 +236,6 @@ def test_not_done_and_report_mode(seeded, monkeypatch, check, wrong):
 
 
 # ------------------------------------------------- hints only when they explain the answer
-def _over_seeds(monkeypatch, n=40):
-    """Report mode, then one seed after another: a hint must not depend on the cases drawn."""
-    monkeypatch.setenv(check.MODE_ENV, "report")
-    for seed in range(n):
-        monkeypatch.setattr(lab01, "_rng", lambda seed=seed: np.random.default_rng(seed))
-        yield seed
-
 
 COINCIDENCES = ("off by one in the skew", "off by two in the skew", "forgot the fill", "forgot the skew",
                 "SCALE-Sim", "floor drops", "only the streaming", "that is one fold")
@@ -251,7 +245,7 @@ COINCIDENCES = ("off by one in the skew", "off by two in the skew", "forgot the 
                          ids=["os_ws_swapped", "is_mapped_like_ws"])
 def test_cycles_with_another_dataflows_mapping_is_told_the_mapping(monkeypatch, swap):
     fn = lambda M, K, N, R, C, df: _cyc(CEIL, lambda R, C, t: 2 * R + C + t - 2, MAP[swap[df]])(M, K, N, R, C, df)  # noqa: E731
-    for _ in _over_seeds(monkeypatch):
+    for _ in over_seeds(monkeypatch, lab01):
         r = lab01.check_cycles(fn)
         assert r.status == "wrong" and "the mapping depends on the dataflow" in r.message, r.message
         assert not any(c in r.message for c in COINCIDENCES), r.message
@@ -263,7 +257,7 @@ def test_cycles_with_another_dataflows_mapping_is_told_the_mapping(monkeypatch, 
     (lambda *a: lab01.reference_cycles(*a) - 1, "0-based index of the last cycle", "SCALE-Sim"),
 ], ids=["fill_by_columns", "last_index"])
 def test_cycles_slips_that_used_to_get_a_chance_hint(monkeypatch, fn, hint, not_this):
-    for _ in _over_seeds(monkeypatch):
+    for _ in over_seeds(monkeypatch, lab01):
         r = lab01.check_cycles(fn)
         assert r.status == "wrong" and hint in r.message and not_this not in r.message, r.message
 
@@ -271,7 +265,7 @@ def test_cycles_slips_that_used_to_get_a_chance_hint(monkeypatch, fn, hint, not_
 def test_cycles_random_cases_have_distinct_m_k_n(monkeypatch):
     drawn = []
     monkeypatch.setattr(lab01, "check_function", lambda name, fn, ref, cases, **kw: drawn.extend(cases))
-    for _ in _over_seeds(monkeypatch, 20):
+    for _ in over_seeds(monkeypatch, lab01, 20):
         lab01.check_cycles(lab01.reference_cycles)
     random_cases = [c for c in drawn if c not in ((64, 32, 48, 8, 8, "ws"), (9, 9, 9, 8, 8, "os"))]
     assert len(random_cases) == 20 * lab01.N_CASES

@@ -12,6 +12,7 @@ from labkit.precision import formats as precision
 from labkit.course.check import CheckResult
 from labkit.course.exercises import lab04
 from tests import exercise_contract as contract
+from tests.course.exercises.seeds import over_seeds
 
 # ----------------------------------------------------------------------- 1. format max
 
@@ -172,13 +173,6 @@ def test_update_scale_reference_is_the_labkit_rule() -> None:
 # ------------------------------------------------- hints only when they explain the answer
 
 
-def _over_seeds(monkeypatch: pytest.MonkeyPatch, n: int = 40) -> Any:
-    """Report mode, then one seed after another: a hint must not depend on the cases drawn."""
-    monkeypatch.setenv("LABKIT_CHECK_MODE", "report")
-    for seed in range(n):
-        monkeypatch.setattr(lab04, "_rng", lambda seed=seed: np.random.default_rng(seed))
-        yield seed
-
 
 @pytest.mark.parametrize("fn, hint", [
     (lambda x, b: x, "you returned x unchanged"),
@@ -188,20 +182,20 @@ def _over_seeds(monkeypatch: pytest.MonkeyPatch, n: int = 40) -> Any:
 def test_round_to_bits_never_says_one_bit_too_many_by_coincidence(monkeypatch: pytest.MonkeyPatch,
                                                                   fn: Callable[..., float], hint: str) -> None:
     # The ties fit b + 1 bits exactly, so "one bit too many" returns x there, like these answers do.
-    for _ in _over_seeds(monkeypatch):
+    for _ in over_seeds(monkeypatch, lab04):
         r = lab04.check_round_to_bits(fn)
         assert r.status == "wrong" and "one bit too many" not in r.message, r.message
         assert hint in r.message, r.message
 
 
 def test_one_bit_too_many_is_still_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    for _ in _over_seeds(monkeypatch):
+    for _ in over_seeds(monkeypatch, lab04):
         r = lab04.check_round_to_bits(lambda x, b: round_ref(x, b + 1))
         assert "one bit too many" in r.message, r.message
 
 
 def test_swapped_layouts_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    for _ in _over_seeds(monkeypatch):
+    for _ in over_seeds(monkeypatch, lab04):
         r = lab04.check_format_max(lambda e, m, i: fmax_ref(e, m, not i))
         assert "the two layouts are swapped" in r.message and "e4m3fn has no inf" not in r.message, r.message
 

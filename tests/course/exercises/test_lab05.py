@@ -9,6 +9,7 @@ import pytest
 from labkit.course.check import CheckResult
 from labkit.course.exercises import lab05
 from tests import exercise_contract as contract
+from tests.course.exercises.seeds import over_seeds
 
 # ---------------------------------------------------------------- 1. torch weight -> Flax layout
 LINEAR = ("attn.qkv.weight", "attn.proj.weight", "mlp.fc.weight", "mlp.proj.weight")
@@ -111,13 +112,6 @@ def test_flax_layout_is_the_known_answer_at_every_depth() -> None:
 # ------------------------------------------------- hints only when they explain the answer
 
 
-def _over_seeds(monkeypatch: pytest.MonkeyPatch, n: int = 40) -> Any:
-    """Report mode, then one seed after another: a hint must not depend on the cases drawn."""
-    monkeypatch.setenv("LABKIT_CHECK_MODE", "report")
-    for seed in range(n):
-        monkeypatch.setattr(lab05, "_rng", lambda seed=seed: np.random.default_rng(seed))
-        yield seed
-
 
 @pytest.mark.parametrize("fn, hint", [
     (lambda L, H, hd, b, s, e: 2 * L * H * hd * s * e, "forgot the batch"),
@@ -128,7 +122,7 @@ def _over_seeds(monkeypatch: pytest.MonkeyPatch, n: int = 40) -> Any:
 def test_kv_cache_missing_factor_gets_its_own_hint(monkeypatch: pytest.MonkeyPatch, fn: Callable[..., float],
                                                    hint: str) -> None:
     # A batch of 2, L or H used to make "forgot the batch" read as "off by 2" / "forgot the layers" / "... heads".
-    for _ in _over_seeds(monkeypatch):
+    for _ in over_seeds(monkeypatch, lab05):
         r = lab05.check_kv_cache_bytes(fn)
         assert r.status == "wrong" and hint in r.message, r.message
         others = [h for _, h in KV_WRONG] + ["forgot the batch", "forgot the sequence length"]
