@@ -378,6 +378,10 @@ def run(
             _write(report, out)  # after every lab: a crash later still leaves a report
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM turned into one by the CLI: run_lab has ended the lab
         signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
+        if finished:  # the labs that finished stay reported, and the report says the run was cut short
+            report["stopped"] = {"signal": signal.Signals(signum).name, "lab": current.stem if current else None,
+                                 "not_run": [p.stem for p in labs[len(finished) + bool(current):]]}
+            _write(report, out)
         raise Interrupted(signum, current.stem if current else None, out / current.name if current else None,
                           len(finished)) from None
     finally:

@@ -308,7 +308,9 @@ def test_a_stopped_run_leaves_no_report_claiming_success(fake_labs: Path, tmp_pa
     err = capsys.readouterr().err
     assert err == (f"labkit run: interrupted by SIGINT while running 01_fails (partial notebook at "
                    f"{out / '01_fails.ipynb'}); report.json lists only the 1 lab(s) that finished\n")
-    assert [lab["name"] for lab in json.loads((out / "report.json").read_text())["labs"]] == ["00_passes"]
+    kept = json.loads((out / "report.json").read_text())
+    assert [lab["name"] for lab in kept["labs"]] == ["00_passes"]
+    assert kept["stopped"] == {"signal": "SIGINT", "lab": "01_fails", "not_run": []}  # cut short, and where
     assert not list(out.glob(".report*"))  # the report is written whole, then renamed
 
 
