@@ -64,6 +64,7 @@ def test_matmul_intensity(report_mode: None) -> None:
         "off by 2": lambda m, n, k, b: m * n * k / ((m * k + k * n + m * n) * b),
         "not writing C": lambda m, n, k, b: 2 * m * n * k / ((m * k + k * n) * b),
         "bits, not bytes": lambda m, n, k, b: 2 * m * n * k / ((m * k + k * n + m * n) * b * 8),
+        "C as read and written": lambda m, n, k, b: 2 * m * n * k / ((m * k + k * n + 2 * m * n) * b),
     }
     for hint, fn in cases.items():
         r = lab00.check_matmul_intensity(fn)

@@ -48,6 +48,10 @@ def check_matmul_intensity(fn: Callable[[int, int, int, int], float]) -> CheckRe
         Hint(ratio_is(0.5), "off by 2: a multiply-accumulate is two FLOPs (multiply + add), so FLOPs = 2·m·n·k."),
         Hint(lambda g, e, a: math.isclose(float(g), 2 * a[0] * a[1] * a[2] / ((a[0] * a[2] + a[2] * a[1]) * a[3]),
                                           rel_tol=1e-6), "you counted reading A and B but not writing C (m·n)."),
+        Hint(lambda g, e, a: math.isclose(float(g), 2 * a[0] * a[1] * a[2] / ((a[0] * a[2] + a[2] * a[1]
+                                                                              + 2 * a[0] * a[1]) * a[3]),
+                                          rel_tol=1e-6), "you counted C as read and written: C = A @ B only "
+             "writes C (m·n once); reading it too is C += A @ B, a different kernel."),
         Hint(ratio_is(1 / 8), "bits, not bytes: divide by bytes per element (bf16 = 2), not bits."),
         Hint(lambda g, e, a: math.isclose(float(g), 2 * a[0] * a[1] * a[2] / (a[0] * a[2] + a[2] * a[1] + a[0] * a[1]),
                                           rel_tol=1e-6) and a[3] != 1, "FLOP per *element*: multiply the element "

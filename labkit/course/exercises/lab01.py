@@ -205,6 +205,9 @@ def check_padded_utilization(fn: Callable[[int, int], float]) -> CheckResult:
              or is_(lambda s, t: s / (max(1, round(s / t)) * t))(g, e, a),
              "floor or round instead of ceil: the leftover elements need one more whole tile "
              "(129 on a 128 tile needs 2 tiles = 256), so padded size = ceil(size / tile) * tile."),
+        Hint(is_(lambda s, t: s / ((s // t + 1) * t)), "size // tile + 1 is one tile too many when the size "
+             "fills its tiles exactly (128 on a 128 tile needs 1 tile, not 2): ceil(size / tile) is "
+             "(size + tile - 1) // tile."),
         Hint(is_(lambda s, t: _ceil_div(s, t) * t), "that is the padded size; divide size by it."),
         Hint(is_(lambda s, t: (_ceil_div(s, t) * t) / s), "upside down: useful / padded, not "
              "padded / useful (the answer is at most 1)."),

@@ -168,6 +168,7 @@ def test_padded_utilization_accepts_reference_and_other_correct(seeded):
     (lambda s, t: s / (max(1, s // t) * t), "floor or round"),
     (lambda s, t: s / (max(1, round(s / t)) * t), "floor or round"),
     (lambda s, t: math.ceil(s / t) * t, "padded size"),
+    (lambda s, t: s / ((s // t + 1) * t), "one tile too many when the size fills its tiles exactly"),
     (lambda s, t: math.ceil(s / t) * t / s, "upside down"),
 ])
 def test_padded_utilization_names_the_mistake(seeded, fn, hint):
