@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reexport", action="store_true", help="keep weights and reference.npz; export the program again")
     args = ap.parse_args(argv)
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")  # the reference is a CPU's, on a GPU machine too
     import jax
     import torch
 

@@ -16,9 +16,10 @@ too. **Authenticity** (the signature) does: the verifier holds a key the bundle 
 deserialized: the signature (when a key is given), the manifest's schema, the config digests that
 bind each program to the weights' config, each file's kind (a regular file, not a link or a folder)
 and size (before it is read) and SHA-256, the safetensors header (structure only: exact JSON types,
-lengths, offsets, no trailing bytes) and each tensor's SHA-256. Only
-:meth:`Verified.tensors` and :meth:`Verified.program` then turn the *verified* bytes into arrays
-and a program. Any refusal is a :class:`BundleError` naming the file.
+lengths, offsets, no trailing bytes) and each tensor's SHA-256. Only :meth:`Verified.tensors` and
+:meth:`Verified.program` then turn the *verified* bytes into arrays and a program (whose config tag,
+platforms and disabled safety checks, inside it, are checked once deserialized, before it is
+returned). Any refusal is a :class:`BundleError` naming the file.
 
 Verifying imports nothing from labkit (numpy, and lazily cryptography and jax), so a fresh serving
 process loads this file by path and verifies a bundle without the course or the model code.
@@ -314,7 +315,7 @@ class Verified:
         return tensors_from(self.blobs[self.manifest["weights"]["file"]], self.index)
 
     def program(self, name: str = "forward") -> Any:
-        """Deserialize a verified program; refuses one not exported for this bundle's config (Lab 05)."""
+        """Deserialize a verified program; refuse another config's, other platforms', or checks off (Lab 05)."""
         import jax
 
         entry = self.manifest["programs"].get(name)
@@ -332,6 +333,9 @@ class Verified:
                               "the program was exported for a different model config")
         if list(exp.platforms) != entry["platforms"]:
             raise BundleError(f"{where}: lowered for {list(exp.platforms)}, the manifest says {entry['platforms']}")
+        if exp.disabled_safety_checks:  # it could run where it was not lowered for, or call unguaranteed targets
+            raise BundleError(f"{where}: checks disabled at export {[str(c) for c in exp.disabled_safety_checks]}"
+                              " (platform or custom-call safety checks); re-export it without disabled_checks")
         return exp
 
     def summary(self) -> str:

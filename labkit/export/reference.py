@@ -13,11 +13,13 @@ weights, runs them through its own route and compares:
   decoding runs free: a runtime that takes the other token at a near-tie continues from another
   prefix, so that row's later tokens answer another question and are not compared (counted too).
 
-**An artifact from another JAX.** The shipped program was exported by the JAX its ``bundle.json``
-names (``exported_with``). :func:`shipped_forward` loads and runs it with the JAX installed here: a
-newer one inside the compatibility window runs it (and must match the reference); one outside it
-refuses it, and the route then runs the same weights exported here (``build.py --reexport`` is the
-maintainers' side of that: export again, prove the logits did not move).
+**An artifact from another JAX.** The shipped program was exported by the jaxlib its ``bundle.json``
+names (``exported_with``: self-reported, vouched for only by a signature). What decides whether
+another JAX runs it is how far apart the two jaxlib *builds* are (about 6 months backward, 3 weeks
+forward). :func:`shipped_forward` loads and runs it with the JAX installed here: inside the window it
+runs (and must match the reference); outside it this JAX refuses it, and the route then runs the same
+weights exported here. The real fix is the producer's: ``build.py --reexport`` exports again with a
+newer jaxlib and proves the logits did not move.
 
 **Which route crossed devices.** The reference was computed on a CPU; a route that ran on the CPU
 again proves the route, not the move. :func:`routes_off_host` picks the routes whose device is not
@@ -37,6 +39,7 @@ KL ~4e-5 (CPU, and CUDA on an H100 and an H200: 3.9e-5), while its weights round
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -102,30 +105,36 @@ def load_reference(path: str | Path | None = None) -> Reference:
                          z["greedy"], z["margin"])
 
 
+# A JAX refuses an artifact outside its window with a deserialization or version error; any other
+# failure (out of memory, a missing plugin, a bug) is not a refusal and is raised as it is.
+REFUSAL = re.compile(r"(?i)deserializ|serializ|portable artifact|stablehlo|version|expired|compatib")
+
+
 @dataclass(frozen=True)
 class Shipped:
     """The shipped bundle's forward program as this JAX ran it, or re-exported here if it refused (Lab 05)."""
 
     program: Any                 # jax.export.Exported: the shipped one, or this JAX's re-export when refused
     flat: dict[str, np.ndarray]  # the bundle's verified weights, the program's first input
-    exported_with: str           # the JAX version that exported the shipped program (bundle.json)
-    running: str                 # this JAX's version
+    exported_with: dict[str, Any]  # bundle.json's record of the exporter: jax, jaxlib, stablehlo, calling convention
+    running: dict[str, str]      # this process: jax and jaxlib versions
     refused: str | None = None   # why this JAX could not load or run the shipped program; None: it ran
 
     def sentence(self) -> str:
         """Which program the JAX route runs, and what that says about the compatibility window (Lab 05)."""
         from labkit.runtime.versions import release
 
-        made, here = f"jax {self.exported_with}", f"jax {self.running}"
+        made, here = (f"jaxlib {d.get('jaxlib', 'unknown')}" for d in (self.exported_with, self.running))
         if self.refused is not None:
             return (f"{here} refused the shipped artifact exported by {made} ({self.refused}); the JAX route runs the "
-                    "same weights exported here instead, as a deployment re-exports on each JAX release")
-        if self.exported_with == self.running:
-            return (f"the JAX route runs the shipped artifact, exported by {made}, the JAX here: this run checks the "
-                    "artifact, not the compatibility window (a newer or older JAX would)")
-        newer = release(self.running) > release(self.exported_with)
-        side = ("a newer JAX than the exporter (backward compatibility: about 6 months)" if newer else
-                "an older JAX than the exporter (forward compatibility: about 3 weeks)")
+                    "same weights exported here instead. The fix belongs to the producer: export again with a "
+                    "newer jaxlib and republish (a serving host without the model code cannot)")
+        if made == here:
+            return (f"the JAX route runs the shipped artifact, exported by {made}, the jaxlib here: this run checks "
+                    "the artifact, not the compatibility window (a different jaxlib would)")
+        newer = release(self.running.get("jaxlib", "")) > release(self.exported_with.get("jaxlib", ""))
+        side = ("a newer jaxlib than the exporter's (backward compatibility: about 6 months between the two builds)"
+                if newer else "an older jaxlib than the exporter's (forward compatibility: about 3 weeks)")
         return f"the JAX route runs the shipped artifact, exported by {made}, here on {here}: {side} loaded and ran it"
 
 
@@ -133,22 +142,26 @@ def shipped_forward(ref: Reference) -> Shipped:
     """(Lab 05) The shipped bundle, verified; its forward program loaded and run once, or re-exported if refused.
 
     A JAX outside the artifact's compatibility window refuses it when deserializing, or when compiling
-    the StableHLO inside: both count as refused, and the reason is kept.
+    the StableHLO inside: both count as refused (the reason is kept). Other errors are raised.
     """
     import jax
+    import jaxlib
 
     from labkit.export import bundle, stablehlo
 
     v = bundle.verify(ref.bundle)  # digests and the config binding, before anything is deserialized
-    made = str(v.manifest.get("exported_with", {}).get("jax", "unknown"))
+    made = dict(v.manifest.get("exported_with") or {})
+    here = {"jax": jax.__version__, "jaxlib": jaxlib.__version__}
     flat = v.tensors()
     try:
         exp = v.program("forward")
         np.asarray(exp.call(flat, ref.tokens[:1]))  # compiles it: a too-old StableHLO fails here
-        return Shipped(exp, flat, made, jax.__version__)
-    except Exception as e:  # noqa: BLE001  any refusal by this JAX: reported, and the route re-exported
-        reason = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-        return Shipped(stablehlo.export_forward(config_of(ref)), flat, made, jax.__version__, reason)
+        return Shipped(exp, flat, made, here)
+    except Exception as e:  # noqa: BLE001  a refusal by this JAX is reported and the route re-exported
+        text = str(e).splitlines()[0][:200] if str(e) else ""
+        if not (isinstance(e, bundle.BundleError) or REFUSAL.search(f"{type(e).__name__} {text}")):
+            raise  # not about versions: a real failure, not something a re-export would fix
+        return Shipped(stablehlo.export_forward(config_of(ref)), flat, made, here, f"{type(e).__name__}: {text}")
 
 
 def greedy_tokens(logits_fn: Callable[[np.ndarray], Any], prompts: np.ndarray, new_tokens: int) -> np.ndarray:
@@ -179,7 +192,7 @@ class Check:
     def __str__(self) -> str:
         verdict = "MATCHES" if self.ok else "DIFFERS FROM"
         return (f"{verdict} the reference: max |logit diff| {self.max_abs_logit_diff:.2e} (tol {self.tol:.0e}), "
-                f"greedy mismatches {self.greedy_mismatches} of {self.positions} ({self.near_ties} near-ties allowed"
+                f"greedy mismatches {self.greedy_mismatches} of {self.positions} (near-ties excused: {self.near_ties}"
                 + (f"; {self.after_tie} tokens after a near-tie taken the other way not compared)" if self.after_tie
                    else ")"))
 

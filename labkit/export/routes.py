@@ -46,8 +46,8 @@ import numpy as np
 
 from labkit.export import bundle, publish
 from labkit.export.bundle import BundleError, Verified
-from labkit.export.stablehlo import (PLATFORMS, describe, export_forward, export_step, run_fresh_process,
-                                     stablehlo_excerpt)
+from labkit.export.stablehlo import (PLATFORMS, artifact_facts, describe, export_forward, export_step,
+                                     run_fresh_process, stablehlo_excerpt)
 from labkit.export.kv_cache import torch_new_cache, torch_step_module
 from labkit.gpt.config import GPTConfig, param_shapes
 from labkit.gpt.convert import load_flat_params
@@ -79,17 +79,20 @@ def save_bundle(model: Any, path: str | Path, programs: tuple[str, ...] = ("forw
         bundle._as_key(key, private=True)  # a bad key is refused now, not after minutes of exporting
     cfg: GPTConfig = model.cfg
     data, wmanifest = weights_bytes(model, source)
-    progs = {}
+    progs, facts = {}, {}
     for name in programs:  # each export bakes "highest" matmul precision in: true fp32 matmuls everywhere
         exp = export[name](cfg, platforms=platforms)
         progs[name] = (exp.serialize(), list(exp.platforms))
+        facts = artifact_facts(exp)
     import jax
     import jaxlib
 
-    # The exporter's versions: whether another JAX loads the programs depends on how far apart the two are.
+    # The exporter's versions: whether another JAX loads the programs depends on how far apart the two
+    # jaxlib builds are (their dates, not their numbers). Self-reported: only a signature vouches for them.
     info = {"frameworks": wmanifest["frameworks"], "source": wmanifest["source"],
             "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "exported_with": {"jax": jax.__version__, "jaxlib": jaxlib.__version__}}
+            "exported_with": {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "stablehlo": facts.get("stablehlo"),
+                              "calling_convention": facts.get("calling_convention")}}
     return publish.write(path, asdict(cfg), data, progs, info, key=key)  # signed inside: one swap
 
 

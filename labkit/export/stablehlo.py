@@ -115,6 +115,30 @@ def matmul_precisions(exported: Any) -> dict[str, int]:
     return counts
 
 
+def artifact_facts(exported: Any) -> dict[str, Any]:
+    """(Lab 05) What decides where an artifact runs: versions, platforms, custom calls, disabled safety checks.
+
+    ``stablehlo``: the StableHLO version the module was serialized at (JAX writes one some weeks older
+    than its own, for forward compatibility). ``calling_convention`` beside the range this JAX can run.
+    ``custom_calls``: every custom-call target in the module (each must be on JAX's list of targets with
+    compatibility guarantees unless the exporter disabled that check). ``disabled_safety_checks``:
+    checks the exporter switched off (platform, custom calls): empty for an artifact to trust.
+    """
+    import jax
+
+    m = re.search(rb"StableHLO_v([\d.]+)", bytes(exported.mlir_module_serialized))
+    return {
+        "stablehlo": m.group(1).decode() if m else None,
+        "calling_convention": exported.calling_convention_version,
+        "calling_conventions_supported_here": (jax.export.minimum_supported_calling_convention_version,
+                                               jax.export.maximum_supported_calling_convention_version),
+        "platforms": list(exported.platforms),
+        "devices": exported.nr_devices,
+        "custom_calls": sorted(set(re.findall(r"custom_call @(\w+)", exported.mlir_module()))),
+        "disabled_safety_checks": [str(c) for c in exported.disabled_safety_checks],
+    }
+
+
 FORWARD_NAMES = (("flat", "tokens"), ("logits",))  # (input names, output names)
 STEP_NAMES = (("flat", "tokens", "k_cache", "v_cache", "start", "pad"), ("logits", "k_cache", "v_cache"))
 

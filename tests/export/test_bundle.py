@@ -110,6 +110,38 @@ def test_program_for_another_config_refused(good: Path, made: dict[str, Path]) -
         v.program("step")
 
 
+def test_a_program_exported_with_safety_checks_off_is_refused(good: Path) -> None:
+    """The platform check switched off at export: the program would run on a platform it was not lowered for."""
+    import jax
+
+    from labkit.export import stablehlo
+
+    fn = stablehlo._tagged(stablehlo.forward_fn(CFG), CFG, "forward")  # the right config tag: only the checks differ
+    b, t = jax.export.symbolic_shape("b, t", constraints=(f"t <= {CFG.seq_len}",))
+    exp = jax.export.export(jax.jit(fn), platforms=["cpu", "cuda", "tpu"],
+                            disabled_checks=[jax.export.DisabledSafetyCheck.platform()])(
+        stablehlo.weight_specs(CFG), jax.ShapeDtypeStruct((b, t), np.int32))
+    assert stablehlo.artifact_facts(exp)["disabled_safety_checks"] == ["platform"]
+    (good / P).write_bytes(exp.serialize())
+    _rehash(good)
+    with pytest.raises(BundleError, match=rf"gpt/{P}: checks disabled at export \['platform'\]"):
+        bundle.verify(good).program("forward")
+
+
+def test_artifact_facts_of_a_program_this_course_exports(good: Path) -> None:
+    import jax
+
+    facts = routes.artifact_facts(bundle.verify(good).program("forward"))
+    assert facts["platforms"] == ["cpu", "cuda", "tpu"] and facts["devices"] == 1
+    assert facts["disabled_safety_checks"] == [] and facts["custom_calls"] == ["shape_assertion"]  # symbolic shapes
+    lo, hi = facts["calling_conventions_supported_here"]
+    assert (lo, hi) == (jax.export.minimum_supported_calling_convention_version,
+                        jax.export.maximum_supported_calling_convention_version) and lo <= facts["calling_convention"] <= hi
+    assert [int(x) for x in facts["stablehlo"].split(".")][0] >= 1  # e.g. "1.15.0", read from the serialized module
+    m = bundle.verify(good).manifest["exported_with"]  # and the manifest records them for a reader without jax
+    assert (m["stablehlo"], m["calling_convention"]) == (facts["stablehlo"], facts["calling_convention"])
+
+
 def test_weights_for_another_config_refused(good: Path, made: dict[str, Path]) -> None:
     shutil.copy(made["nhead4"] / W, good / W)
     _refused(good, rf"gpt/{W}: SHA-256")  # a file from another bundle

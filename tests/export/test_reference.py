@@ -42,8 +42,8 @@ def test_the_shipped_bundle_names_its_exporter_and_binds_the_weights(ref: R.Refe
     from labkit.export import bundle
 
     v = bundle.verify(ref.bundle)
-    assert set(v.manifest["exported_with"]) == {"jax", "jaxlib"} and v.manifest["programs"]["forward"]["platforms"] == [
-        "cpu", "cuda", "tpu"]
+    assert set(v.manifest["exported_with"]) == {"jax", "jaxlib", "stablehlo", "calling_convention"}
+    assert v.manifest["programs"]["forward"]["platforms"] == ["cpu", "cuda", "tpu"]
     assert ref.weights == ref.bundle / bundle.WEIGHTS  # one weights file: the bundle's
     d = Path(shutil.copytree(ref.bundle.parent, tmp_path / "ref"))
     raw = bytearray((d / "bundle" / "forward.jaxexport").read_bytes())
@@ -54,10 +54,11 @@ def test_the_shipped_bundle_names_its_exporter_and_binds_the_weights(ref: R.Refe
 
 
 def test_the_shipped_program_runs_here_and_reproduces_the_reference(ref: R.Reference) -> None:
-    import jax
+    import jaxlib
 
     s = R.shipped_forward(ref)
-    if s.exported_with == jax.__version__:  # same JAX as the exporter: it must load (a refusal is a bug here)
+    assert set(s.exported_with) >= {"jax", "jaxlib", "stablehlo", "calling_convention"}
+    if s.exported_with["jaxlib"] == jaxlib.__version__:  # the exporter's own jaxlib must load it: a refusal is a bug
         assert s.refused is None and "checks the artifact, not the compatibility window" in s.sentence(), s.refused
     logits = np.asarray(s.program.call(s.flat, ref.tokens))  # shipped, or re-exported where this JAX refused it
     assert np.abs(logits - ref.logits).max() <= 1e-4  # the build checked 2.4e-6 for the re-export on jax 0.10.2
@@ -68,38 +69,60 @@ def test_a_jax_that_refuses_the_artifact_gets_a_reexport_and_the_reason(ref: R.R
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Outside the window a JAX refuses an artifact when deserializing it, or when compiling its StableHLO."""
     import jax
+    import jaxlib
 
     from labkit.export import bundle
 
-    if where == "deserialize":  # the flatbuffer's serialization version is outside this JAX's range
+    if where == "deserialize":  # jax >= 0.11.1: an artifact older than the window is refused when read
         def refuse(data):
-            raise ValueError("Unsupported serialization version 3; supported range [5, 11]")
+            raise ValueError("The exported module is older than the backwards compatibility window")
         monkeypatch.setattr(jax.export, "deserialize", refuse)
-    else:  # it deserializes, but the StableHLO inside is older than the window
-        real = bundle.Verified.program
-
-        class TooOld:
-            def __init__(self, exp):
-                self.exp = exp
-
-            def call(self, *args):
-                raise RuntimeError("INVALID_ARGUMENT: failed to deserialize portable artifact using StableHLO_v1.0.0\nmore")
-        monkeypatch.setattr(bundle.Verified, "program", lambda self, name="forward": TooOld(real(self, name)))
+    else:  # it deserializes, but the StableHLO inside is older than this jaxlib reads
+        _tooold(monkeypatch, RuntimeError("INVALID_ARGUMENT: failed to deserialize portable artifact using "
+                                          "StableHLO_v1.0.0\nmore"))
     s = R.shipped_forward(ref)
     want = ("BundleError: bundle/forward.jaxexport: not a jax.export artifact this jax" if where == "deserialize"
             else "RuntimeError: INVALID_ARGUMENT: failed to deserialize portable artifact using StableHLO_v1.0.0")
     assert s.refused.startswith(want) and "\n" not in s.refused, s.refused
-    assert f"jax {jax.__version__} refused the shipped artifact exported by jax {s.exported_with}" in s.sentence()
+    said = s.sentence()
+    assert f"jaxlib {jaxlib.__version__} refused the shipped artifact exported by jaxlib {s.exported_with['jaxlib']}" in said
+    assert "The fix belongs to the producer: export again with a newer jaxlib" in said
     monkeypatch.undo()
     logits = np.asarray(s.program.call(s.flat, ref.tokens))  # the re-export made here: same weights, same logits
     assert np.abs(logits - ref.logits).max() <= 1e-4
 
 
-def test_the_sentence_says_which_side_of_the_exporter_this_jax_is() -> None:
-    newer = R.Shipped(None, {}, "0.10.2", "0.11.2").sentence()
-    assert "exported by jax 0.10.2, here on jax 0.11.2: a newer JAX than the exporter (backward" in newer
-    older = R.Shipped(None, {}, "0.11.2", "0.10.10").sentence()  # 0.10.10 < 0.11.2: numeric, not string order
-    assert "here on jax 0.10.10: an older JAX than the exporter (forward compatibility" in older
+def _tooold(monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
+    """The verified program deserializes, but calling it raises `error`."""
+    from labkit.export import bundle
+
+    real = bundle.Verified.program
+
+    class Failing:
+        def __init__(self, exp):
+            self.exp = exp
+
+        def call(self, *args):
+            raise error
+    monkeypatch.setattr(bundle.Verified, "program", lambda self, name="forward": Failing(real(self, name)))
+
+
+def test_a_failure_that_is_not_about_versions_is_raised_not_hidden(ref: R.Reference,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # Out of memory, a missing plugin, a bug: a re-export would not fix it, and the check must not pass over it.
+    _tooold(monkeypatch, RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4.00GiB"))
+    with pytest.raises(RuntimeError, match="RESOURCE_EXHAUSTED"):
+        R.shipped_forward(ref)
+
+
+def test_the_sentence_compares_jaxlib_builds() -> None:
+    old, new = {"jax": "0.10.2", "jaxlib": "0.10.2"}, {"jax": "0.11.2", "jaxlib": "0.11.2"}
+    newer = R.Shipped(None, {}, old, new).sentence()
+    assert "exported by jaxlib 0.10.2, here on jaxlib 0.11.2: a newer jaxlib than the exporter's (backward" in newer
+    older = R.Shipped(None, {}, new, {"jax": "0.11.2", "jaxlib": "0.10.10"}).sentence()  # numeric, not string order
+    assert "here on jaxlib 0.10.10: an older jaxlib than the exporter's (forward compatibility" in older
+    same = R.Shipped(None, {}, old, {"jax": "0.10.3", "jaxlib": "0.10.2"}).sentence()  # a new jax on the same jaxlib
+    assert "the jaxlib here: this run checks the artifact, not the compatibility window" in same
 
 
 def test_cpu_torch_matches_and_a_perturbed_model_does_not(ref: R.Reference) -> None:
