@@ -21,11 +21,13 @@ JOBS=${JOBS:-"lab05 bf16-loss lab04 mfu-medium lab02 precision lab01"}
 #   issue 18: JOBS="lab05 mfu-medium" (Lab 05 at the final commit; bench_mfu's gpt2-medium step for issue 15)
 #   issue 17: JOBS="lab04 peak" (bf16 >= 2x TF32, the fp8 GEMM assert; Lab 00's bandwidth roof)
 # With 30 minutes, two more: JOBS="precision probe" | "lab00 lab01". Peak's and probe's times are estimates.
+# "reexport" (~1 min) exports Lab 05's shipped program again with this machine's newer jaxlib (on the CPU).
 
 # Seconds each job took on an H100/H200 with the GPU to itself (lab02 468 s, lab05 301 s; the others
 # beside other work, or estimated): a job is not started with less than this left.
 declare -A SECONDS_OF=([lab00]=90 [lab01]=120 [lab02]=480 [lab03]=180 [lab04]=330 [lab05]=310 [lab06]=70
-                       [mfu-medium]=200 [precision]=240 [serve]=110 [t4]=240 [bf16-loss]=360 [peak]=120 [probe]=120)
+                       [mfu-medium]=200 [precision]=240 [serve]=110 [t4]=240 [bf16-loss]=360 [peak]=120 [probe]=120
+                       [reexport]=60)
 
 if [ -d .whl ] && ! python3 -c "import papermill" 2>/dev/null; then
   pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -66,6 +68,8 @@ for job in $JOBS; do
     peak) timeout "$LEFT" python3 benchmarks/bench_peak.py --out "$OUT/r/peak.json" 2>&1 | grep -v Warning | tail -8 ;;
     serve) timeout "$LEFT" python3 benchmarks/bench_serve.py --batches 1 32 --out "$OUT/r/serve.json" 2>&1 \
              | grep -v Warning | tail -12 ;;
+    reexport) timeout "$LEFT" python3 datasets/lab05_reference/build.py --reexport 2>&1 | tail -3 \
+                && cp -r datasets/lab05_reference "$OUT/r/lab05_reference" ;;  # the artifact from this jaxlib
   esac
   echo "   $job ended at $(( $(date +%s) - T0 )) s"
 done
