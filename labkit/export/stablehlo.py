@@ -24,6 +24,7 @@ bf16 pass (DEFAULT): 8 significant bits, not fp32 rounding, and the lab's fp32 p
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import asdict
 import os
@@ -74,6 +75,24 @@ def weight_specs(cfg: GPTConfig) -> dict[str, Any]:
     return {k: jax.ShapeDtypeStruct(v, jnp.float32) for k, v in param_shapes(cfg).items()}
 
 
+@contextlib.contextmanager
+def _file_names_only() -> Any:
+    """Source locations written into the artifact keep file names, not this machine's folders (Lab 05).
+
+    An artifact carries a debug location for every op; by default that is the absolute path of the
+    source file, so an export on a laptop ships ``/home/<user>/...`` to whoever runs it.
+    """
+    import jax
+
+    key = "jax_hlo_source_file_canonicalization_regex"  # re.sub(regex, "", path) on every source path
+    before = getattr(jax.config, key)
+    jax.config.update(key, r".*/")  # "/home/alice/labkit/gpt/flax_model.py" -> "flax_model.py"
+    try:
+        yield
+    finally:
+        jax.config.update(key, before)
+
+
 def export_forward(cfg: GPTConfig, platforms: tuple[str, ...] = PLATFORMS, precision: str = "highest") -> Any:
     """jax.export of the forward pass for `platforms`, batch `b` and length `t` symbolic, at `precision` (Lab 05)."""
     import jax
@@ -83,7 +102,7 @@ def export_forward(cfg: GPTConfig, platforms: tuple[str, ...] = PLATFORMS, preci
     b, t = jax.export.symbolic_shape("b, t", constraints=(f"t <= {cfg.seq_len}",))
     tokens = jax.ShapeDtypeStruct((b, t), jnp.int32)
     fn = _tagged(forward_fn(cfg), cfg, "forward")
-    with jax.default_matmul_precision(_precision(precision)):  # written into every dot_general of the file
+    with jax.default_matmul_precision(_precision(precision)), _file_names_only():  # precision: in every dot_general
         return jax.export.export(jax.jit(fn), platforms=platforms)(weight_specs(cfg), tokens)
 
 
@@ -99,7 +118,7 @@ def export_step(cfg: GPTConfig, max_len: int | None = None, platforms: tuple[str
     cache = jax.ShapeDtypeStruct((cfg.n_layer, b, max_len, cfg.n_head, cfg.head_dim), jnp.float32)
     args = (weight_specs(cfg), jax.ShapeDtypeStruct((b, t), jnp.int32), cache, cache,
             jax.ShapeDtypeStruct((), jnp.int32), jax.ShapeDtypeStruct((b,), jnp.int32))
-    with jax.default_matmul_precision(precision):  # written into every dot_general of the file
+    with jax.default_matmul_precision(precision), _file_names_only():  # precision: in every dot_general
         return jax.export.export(jax.jit(_tagged(jax_step_fn(cfg), cfg, "step")), platforms=platforms)(*args)
 
 

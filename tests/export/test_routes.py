@@ -275,3 +275,23 @@ def test_exports_bake_highest_precision_into_every_matmul() -> None:
     assert set(default) == {"DEFAULT"}, default  # the counter sees a missing attribute too
     with pytest.raises(ValueError, match="precision must be one of .* got 'fp32'"):
         export_hlo.export_forward(CFG, precision="fp32")
+
+
+def test_exported_artifacts_carry_file_names_not_this_machines_folders() -> None:
+    """By default every op's debug location is an absolute path: an export on a laptop ships /home/<user>."""
+    import jax
+
+    import labkit
+
+    key = "jax_hlo_source_file_canonicalization_regex"
+    before = getattr(jax.config, key)
+    root = str(Path(labkit.__file__).resolve().parent.parent).encode()  # e.g. /work/main
+    for exp in (export_hlo.export_forward(CFG, platforms=("cpu",)), export_hlo.export_step(CFG, platforms=("cpu",))):
+        data = bytes(exp.serialize())
+        assert root not in data and b"site-packages" not in data
+        assert b"flax_model.py" in data  # the file names stay: a location still says where an op came from
+    assert getattr(jax.config, key) == before  # the setting is the caller's again
+    with jax.default_matmul_precision("highest"):  # unscoped, an export keeps the full path: what the wrapper fixes
+        raw = bytes(jax.export.export(jax.jit(export_hlo.forward_fn(CFG)), platforms=("cpu",))(
+            export_hlo.weight_specs(CFG), jax.ShapeDtypeStruct((1, 4), np.int32)).serialize())
+    assert root in raw
