@@ -96,11 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     from labkit.runtime import versions
 
     model, losses = shipped_model() if args.reexport else train()
-    before = {k: v.detach().clone() for k, v in model.state_dict().items()}
     routes.save_bundle(model, OUT / "bundle", programs=("forward",), source="torch")
     v = bundle.verify(OUT / "bundle")
     exp, flat, cfg = v.program("forward"), v.tensors(), model.cfg
-    assert all(torch.equal(before[k], model.state_dict()[k]) for k in before), "the export changed the weights"
 
     _, val = split(ByteTokenizer().encode(load_corpus()))
     tokens = np.stack([val[i * OFFSETS_EVERY:i * OFFSETS_EVERY + cfg.seq_len] for i in range(N_PROMPTS)])

@@ -119,6 +119,7 @@ class Shipped:
     exported_with: dict[str, Any]  # bundle.json's record of the exporter: jax, jaxlib, stablehlo, calling convention
     running: dict[str, str]      # this process: jax and jaxlib versions
     refused: str | None = None   # why this JAX could not load or run the shipped program; None: it ran
+    verified: Any = None         # the bundle.Verified it came from (summary(), manifest): verified once
 
     def sentence(self) -> str:
         """Which program the JAX route runs, and what that says about the compatibility window (Lab 05)."""
@@ -156,12 +157,12 @@ def shipped_forward(ref: Reference) -> Shipped:
     try:
         exp = v.program("forward")
         np.asarray(exp.call(flat, ref.tokens[:1]))  # compiles it: a too-old StableHLO fails here
-        return Shipped(exp, flat, made, here)
+        return Shipped(exp, flat, made, here, verified=v)
     except Exception as e:  # noqa: BLE001  a refusal by this JAX is reported and the route re-exported
         text = str(e).splitlines()[0][:200] if str(e) else ""
         if not (isinstance(e, bundle.BundleError) or REFUSAL.search(f"{type(e).__name__} {text}")):
             raise  # not about versions: a real failure, not something a re-export would fix
-        return Shipped(stablehlo.export_forward(config_of(ref)), flat, made, here, f"{type(e).__name__}: {text}")
+        return Shipped(stablehlo.export_forward(config_of(ref)), flat, made, here, f"{type(e).__name__}: {text}", v)
 
 
 def greedy_tokens(logits_fn: Callable[[np.ndarray], Any], prompts: np.ndarray, new_tokens: int) -> np.ndarray:
