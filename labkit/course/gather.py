@@ -49,6 +49,7 @@ class Run:
     version: str  # course version the run recorded, or UNRECORDED
     started: str
     emulated_on: str | None
+    stopped: str | None = None  # "SIGINT during 03_gspmd_sharding; not run: 04, 05" for a run cut short
     labs: list[dict[str, Any]] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # labs left out as duplicates of an earlier run
 
@@ -128,7 +129,17 @@ def _run(path: Path, report: dict[str, Any]) -> Run:
     return Run(str(path), device, spec.name if spec else device, spec is not None,
                str(rt.get("platform", "unknown")),  # an old report's "auto": the sizes its labs recorded
                resolved_profile(str(report.get("profile", "?")), report["labs"]), report_version(report),
-               str(report.get("started", "")), rt.get("emulated_on"))
+               str(report.get("started", "")), rt.get("emulated_on"), stopped_note(report))
+
+
+def stopped_note(report: dict[str, Any]) -> str | None:
+    """What cut a run short, from its report's ``stopped`` record; None for a run that went to its end (course)."""
+    stop = report.get("stopped")
+    if not isinstance(stop, dict):
+        return None
+    not_run = [str(n) for n in stop.get("not_run") or []]
+    return (f"{stop.get('signal', 'a signal')}" + (f" during {stop['lab']}" if stop.get("lab") else " between labs")
+            + (f"; not run: {', '.join(not_run)}" if not_run else ""))
 
 
 def gather(paths: list[str | Path], version: str = VERSION) -> tuple[list[Run], list[Skip]]:
@@ -271,8 +282,10 @@ def chip_summary(runs: list[Run]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for run in runs:
         s = out.setdefault(group_key(run), {"chip": run.chip, "known": run.known, "platform": run.platform,
-                                            "runs": 0, "labs_ok": 0, "labs_failed": 0, "failures": {}})
+                                            "runs": 0, "runs_stopped": 0, "labs_ok": 0, "labs_failed": 0,
+                                            "failures": {}})
         s["runs"] += 1
+        s["runs_stopped"] += run.stopped is not None  # cut short: its missing labs are not failures
         for lab in run.labs:
             if lab["status"] == "ok":
                 s["labs_ok"] += 1
@@ -371,6 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipped {s['path']}: {s['reason']}")
     for r in data["runs"]:
         note = f"; left out as duplicates: {', '.join(r['dropped'])}" if r["dropped"] else ""
+        note += f"; stopped early ({r['stopped']})" if r["stopped"] else ""
         print(f"gathered {r['path']}: {r['chip']} ({r['profile']}), {len(r['labs'])} labs{note}")
     n = len(data["runs"])
     if not n:

@@ -184,10 +184,11 @@ def plot_cost(numbers: dict[str, Any]) -> str | None:
 
 def _chips_section(data: dict[str, Any]) -> list[str]:
     out = ["<h2 id='chips'>Per chip</h2><table><tr><th>chip · profile</th><th>in the chip table</th>"
-           "<th>platform</th><th>runs</th><th>labs ok</th><th>labs failed</th></tr>"]
+           "<th>platform</th><th>runs</th><th>stopped early</th><th>labs ok</th><th>labs failed</th></tr>"]
     for col, s in sorted(data["chips"].items()):
         out.append(f"<tr><td>{_esc(col)}</td><td>{'yes' if s['known'] else '<span class=bad>no</span>'}</td>"
-                   f"<td>{_esc(s['platform'])}</td><td class=num>{s['runs']}</td><td class='num ok'>{s['labs_ok']}</td>"
+                   f"<td>{_esc(s['platform'])}</td><td class=num>{s['runs']}</td>"
+                   f"<td class='num{' bad' if s.get('runs_stopped') else ''}'>{s.get('runs_stopped', 0)}</td><td class='num ok'>{s['labs_ok']}</td>"
                    f"<td class='num{' bad' if s['labs_failed'] else ''}'>{s['labs_failed']}</td></tr>")
     out.append("</table>")
     fails = [(col, f) for col, s in sorted(data["chips"].items()) for f in s["failures"]]
@@ -239,11 +240,11 @@ def _inputs_section(data: dict[str, Any]) -> list[str]:
         out += [f"<tr><td>{_esc(s['path'])}</td><td class=bad>{_esc(s['reason'])}</td></tr>" for s in data["skipped"]]
         out.append("</table>")
     out.append("<table><tr><th>gathered file</th><th>device reported</th><th>profile</th><th>course version</th>"
-               "<th>started</th><th>labs</th><th>left out as duplicates</th></tr>")
+               "<th>started</th><th>labs</th><th>stopped early</th><th>left out as duplicates</th></tr>")
     for r in data["runs"]:
         out.append(f"<tr><td>{_esc(r['path'])}</td><td>{_esc(r['device'])}</td><td>{_esc(r['profile'])}</td>"
                    f"<td>{_esc(r['version'])}</td><td>{_esc(r['started'])}</td><td>{_esc(', '.join(r['labs']))}</td>"
-                   f"<td>{_esc('; '.join(r['dropped']))}</td></tr>")
+                   f"<td class=bad>{_esc(r.get('stopped') or '')}</td><td>{_esc('; '.join(r['dropped']))}</td></tr>")
     out.append("</table>")
     if any(r["version"] == "unrecorded" for r in data["runs"]):
         out.append("<p class=note>'unrecorded': the report predates the runner's course-version stamp, so "

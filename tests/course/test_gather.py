@@ -228,3 +228,22 @@ def test_nothing_gathered_writes_nothing_and_a_bad_out_is_refused(tmp_path: Path
     assert gather.main([str(tmp_path / "in"), "--out", str(out)]) == 2
     assert capsys.readouterr().err == (f"labkit gather: --out {out}: cannot write there (Operation not permitted); "
                                        "pass a folder you can write to, e.g. --out build/gathered\n")
+
+
+def test_a_run_stopped_early_is_said_everywhere_and_not_counted_as_failures(tmp_path: Path, capsys) -> None:
+    cut = report(H100, "gpu", [l00(700.0, 989.0)]) | {
+        "stopped": {"signal": "SIGINT", "lab": "02_mfu", "not_run": ["02_mfu", "03_gspmd_sharding"]}}
+    write(tmp_path / "gina/report.json", cut)
+    write(tmp_path / "hal/report.json", report(H100, "gpu", [l00(710.0, 989.0)]))
+    out = tmp_path / "out"
+    assert gather.main([str(tmp_path), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "stopped early (SIGINT during 02_mfu; not run: 02_mfu, 03_gspmd_sharding)" in printed
+    assert printed.count("stopped early") == 1  # hal's run went to its end
+    data = json.loads((out / "gathered.json").read_text())
+    col = data["chips"][next(iter(data["chips"]))]
+    assert (col["runs"], col["runs_stopped"], col["labs_ok"], col["labs_failed"]) == (2, 1, 2, 0)
+    assert "SIGINT during 02_mfu" in (out / "index.html").read_text()
+    assert gather.stopped_note({"stopped": {"signal": "SIGTERM", "lab": None, "not_run": []}}) == \
+        "SIGTERM between labs"
+    assert gather.stopped_note({"labs": []}) is None

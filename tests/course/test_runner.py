@@ -311,6 +311,7 @@ def test_a_stopped_run_leaves_no_report_claiming_success(fake_labs: Path, tmp_pa
     kept = json.loads((out / "report.json").read_text())
     assert [lab["name"] for lab in kept["labs"]] == ["00_passes"]
     assert kept["stopped"] == {"signal": "SIGINT", "lab": "01_fails", "not_run": []}  # cut short, and where
+    assert "stopped early</b> by SIGINT during 01_fails; not run: none" in (out / "report.html").read_text()
     assert not list(out.glob(".report*"))  # the report is written whole, then renamed
 
 
