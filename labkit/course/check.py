@@ -250,6 +250,9 @@ def check_function(
     if typed:
         return say(f"return a number, not a {type(typed[0][1]).__name__}: the check (and the code that uses "
                    "your function) computes with it; format it only when you print it.", typed[0])
+    inf = [r for r in wrong if _overflowed(r[1], r[2])]
+    if inf and len(inf) == len(wrong):  # right wherever the value fits: the arithmetic's type, not the formula
+        return say(overflow_hint(inf[0][1], inf[0][2]), inf[0])
     for h in hints:  # every case the hint judges, right ones included
         if _share(h, runs, wrong) == 1.0:
             return hinted(h)
@@ -263,6 +266,20 @@ def check_function(
     args, got, expected = wrong[0]
     return finish(CheckResult(name, "wrong", f"for inputs {name_case(args)} expected {show(expected)}, "
                               f"got {show(got)}."))
+
+
+def _overflowed(got: Any, expected: Any) -> bool:
+    """A numpy float answer that is inf because the true (finite) value is beyond its type's largest."""
+    return (isinstance(got, np.floating) and bool(np.isinf(got)) and is_number(expected)
+            and math.isfinite(expected) and abs(expected) > float(np.finfo(type(got)).max))
+
+
+def overflow_hint(got: np.floating, expected: float) -> str:
+    """(Lab 00) Why an answer is inf where the true value is finite: the type it was computed in."""
+    kind = f"{np.dtype(type(got)).name} (largest {float(np.finfo(type(got)).max):.4g})"
+    return (f"your answer overflowed to inf where the true value is {show(expected)}: it was computed in {kind}. "
+            "The formula is right wherever the value fits; compute in Python floats (float64, largest 1.798e+308) "
+            "and cast at the end if you need the narrow type.")
 
 
 def _share(h: Hint, pool: list[tuple[tuple, Any, Any]], wrong: list[tuple[tuple, Any, Any]]) -> float:

@@ -101,6 +101,12 @@ def check_cycles(fn: Callable[[int, int, int, int, int, str], int]) -> CheckResu
              "last PE is R-1 + C-1 = R + C - 2 hops from the first, not R + C - 1."),
         Hint(_variant(_folds, lambda R, C, t: 2 * R + C + t), "off by two in the skew: it is "
              "R + C - 2 cycles (hops from PE (0, 0) to PE (R-1, C-1)), not R + C."),
+        Hint(_variant(_folds, _fold_cost, lambda M, K, N, df: (*systolic.mapping(M, K, N, df)[:2], K)),
+             "T is the dimension streamed through the array, and only OS streams K: WS streams M (the "
+             "input rows past its stationary weights) and IS streams N.", applies=lambda a: a[5] != "os"),
+        Hint(_variant(_folds, _fold_cost, lambda M, K, N, df: (M, N, systolic.mapping(M, K, N, df)[2])),
+             "the folds cut the stationary tile (Sr x Sc), not always M x N: WS holds a K x N weight tile, "
+             "IS a K x M input tile.", applies=lambda a: a[5] != "os"),
         Hint(other_mapping, "the mapping depends on the dataflow: (Sr, Sc, T) "
              "is (M, N, K) for OS, (K, N, M) for WS and (K, M, N) for IS."),
         Hint(_variant(lambda sr, sc, R, C: _ceil_div(sc, R) * _ceil_div(sr, C), _fold_cost),

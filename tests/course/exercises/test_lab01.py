@@ -287,3 +287,16 @@ def test_padded_utilization_unguarded_floor_is_told_it_raised(monkeypatch):
 def test_stream_k_share_accepts_a_numpy_array(seeded):
     assert lab01.check_stream_k_share(lambda t, k, s: np.array(lab01.stream_k_share(t, k, s))).passed
     assert lab01.check_cycles(lambda *a: np.int64(lab01.reference_cycles(*a))).passed  # numpy scalars too
+
+
+@pytest.mark.parametrize("fn, hint", [
+    # the right folds, but K streamed whatever the dataflow (right for OS only)
+    (lambda M, K, N, R, C, df: CEIL(*MAP[df](M, K, N)[:2], R, C) * (2 * R + C + K - 2), "only OS streams K"),
+    # the right stream length, but M x N cut into folds whatever is stationary
+    (lambda M, K, N, R, C, df: CEIL(M, N, R, C) * (2 * R + C + MAP[df](M, K, N)[2] - 2), "not always M x N"),
+], ids=["t_is_k", "folds_of_m_n"])
+def test_cycles_half_the_mapping_is_told_which_half(monkeypatch, fn, hint):
+    for _ in over_seeds(monkeypatch, lab01):
+        r = lab01.check_cycles(fn)
+        assert r.status == "wrong" and hint in r.message, r.message
+        assert "the mapping depends on the dataflow" not in r.message and not any(c in r.message for c in COINCIDENCES)

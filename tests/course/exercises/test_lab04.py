@@ -205,3 +205,16 @@ def test_update_scale_accepts_a_numpy_array(report_mode: None) -> None:
     assert lab04.check_update_scale(lambda *a: list(us_ref(*a))).passed
     r = lab04.check_update_scale(lambda *a: np.array(US_WRONG[0][0](*a)))  # an array answer still gets its hint
     assert "off by one" in r.message, r.message
+
+
+def test_format_max_in_float32_is_told_it_overflowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The right formula in float32 arithmetic: inf wherever the max is beyond 3.4e38 (e >= 9, fn e = 8)."""
+    def in_float32(e: int, m: int, ieee: bool) -> np.float32:
+        top, two = (2 ** e - 2 if ieee else 2 ** e - 1) - (2 ** (e - 1) - 1), np.float32(2.0)
+        with np.errstate(over="ignore"):
+            return (two - two ** np.float32(-m if ieee else 1 - m)) * two ** np.float32(top)
+    for _ in over_seeds(monkeypatch, lab04):
+        r = lab04.check_format_max(in_float32)
+        assert r.status == "wrong" and "overflowed to inf" in r.message and "float32 (largest 3.403e+38)" in r.message
+    r = lab04.check_format_max(lambda e, m, i: np.float64("inf") if e == 8 else fmax_ref(e, m, i))
+    assert "overflowed" not in r.message, r.message  # float64 holds every answer: inf there is the formula's
