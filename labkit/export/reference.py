@@ -105,8 +105,8 @@ def load_reference(path: str | Path | None = None) -> Reference:
                          z["greedy"], z["margin"])
 
 
-# A JAX refuses an artifact outside its window with a deserialization or version error; any other
-# failure (out of memory, a missing plugin, a bug) is not a refusal and is raised as it is.
+# Past the two reads, a JAX that refuses an artifact while compiling it says so with a deserialization or
+# version error; any other failure (out of memory, a missing plugin, a bug) is raised as it is.
 REFUSAL = re.compile(r"(?i)deserializ|serializ|portable artifact|stablehlo|version|expired|compatib")
 
 
@@ -142,8 +142,9 @@ class Shipped:
 def shipped_forward(ref: Reference) -> Shipped:
     """(Lab 05) The shipped bundle, verified; its forward program loaded and run once, or re-exported if refused.
 
-    A JAX outside the artifact's compatibility window refuses it when deserializing, or when compiling
-    the StableHLO inside: both count as refused (the reason is kept). Other errors are raised.
+    A JAX outside the artifact's compatibility window refuses it when deserializing the container or
+    the StableHLO inside (any error there counts: the bytes are verified), or, rarely, when compiling
+    it (a version or serialization error). Each is kept as the reason; other errors are raised.
     """
     import jax
     import jaxlib
@@ -154,15 +155,24 @@ def shipped_forward(ref: Reference) -> Shipped:
     made = dict(v.manifest.get("exported_with") or {})
     here = {"jax": jax.__version__, "jaxlib": jaxlib.__version__}
     flat = v.tensors()
-    try:
-        exp = v.program("forward")
-        np.asarray(exp.call(flat, ref.tokens[:1]))  # compiles it: a too-old StableHLO fails here
+    try:  # the bytes are verified, so a failure to read them is this JAX's refusal, whatever its wording
+        exp = v.program("forward")  # BundleError: a jax.export container this jax cannot read
+        try:
+            exp.mlir_module()  # this jaxlib's StableHLO reader: an artifact outside its window fails here
+        except Exception as e:  # noqa: BLE001
+            raise bundle.BundleError(f"this jaxlib cannot read its StableHLO ({_first_line(e)})") from None
+        np.asarray(exp.call(flat, ref.tokens[:1]))  # compiles and runs it: only here can other failures occur
         return Shipped(exp, flat, made, here, verified=v)
     except Exception as e:  # noqa: BLE001  a refusal by this JAX is reported and the route re-exported
-        text = str(e).splitlines()[0][:200] if str(e) else ""
-        if not (isinstance(e, bundle.BundleError) or REFUSAL.search(f"{type(e).__name__} {text}")):
-            raise  # not about versions: a real failure, not something a re-export would fix
-        return Shipped(stablehlo.export_forward(config_of(ref)), flat, made, here, f"{type(e).__name__}: {text}", v)
+        if not (isinstance(e, bundle.BundleError) or REFUSAL.search(_first_line(e))):
+            raise  # not about versions (out of memory, a missing plugin): a re-export would not fix it
+        return Shipped(stablehlo.export_forward(config_of(ref)), flat, made, here, _first_line(e), v)
+
+
+def _first_line(e: BaseException) -> str:
+    """'TypeName: first line of the message', at most 200 characters of message."""
+    text = str(e).splitlines()[0][:200] if str(e) else ""
+    return f"{type(e).__name__}: {text}"
 
 
 def greedy_tokens(logits_fn: Callable[[np.ndarray], Any], prompts: np.ndarray, new_tokens: int) -> np.ndarray:

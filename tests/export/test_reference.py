@@ -102,9 +102,28 @@ def _tooold(monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
         def __init__(self, exp):
             self.exp = exp
 
+        def mlir_module(self):
+            return self.exp.mlir_module()
+
         def call(self, *args):
             raise error
     monkeypatch.setattr(bundle.Verified, "program", lambda self, name="forward": Failing(real(self, name)))
+
+
+def test_a_stablehlo_this_jaxlib_cannot_read_is_refused_whatever_the_error_says(
+        ref: R.Reference, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bytes are verified, so failing to read them is this jaxlib's refusal, even in words the regex lacks."""
+    import jax
+
+    def unreadable(self, serialized=True):
+        raise RuntimeError("unknown attribute '#vhlo.frobnicate_v9'\nat loc(unknown)")
+    monkeypatch.setattr(jax.export.Exported, "mlir_module", unreadable)
+    assert not R.REFUSAL.search("RuntimeError: unknown attribute '#vhlo.frobnicate_v9'")  # no keyword to go by
+    s = R.shipped_forward(ref)
+    assert s.refused == ("BundleError: this jaxlib cannot read its StableHLO (RuntimeError: unknown attribute "
+                         "'#vhlo.frobnicate_v9')"), s.refused
+    monkeypatch.undo()
+    assert np.abs(np.asarray(s.program.call(s.flat, ref.tokens)) - ref.logits).max() <= 1e-4  # the re-export runs
 
 
 def test_a_failure_that_is_not_about_versions_is_raised_not_hidden(ref: R.Reference,
