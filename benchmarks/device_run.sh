@@ -1,76 +1,97 @@
 #!/usr/bin/env bash
-# The GPU checks the open issues wait for, in priority order, in one call on a lent GPU machine.
+# The GPU checks the open issues wait for, in one call on a lent GPU machine (the device tool's `run`,
+# with carry [".whl"] where the machine lacks the Jupyter stack):
 #
-#   JOBS="lab05 lab04" BUDGET_S=570 OUT=/tmp/out bash benchmarks/device_run.sh
+#   JOBS="lab02" BUDGET_S=540 OUT=$OUT bash benchmarks/device_run.sh
 #
 # Each job runs under `timeout`, alone on the GPU (timings beside another job are not comparable),
 # and is skipped with a message when fewer seconds are left than it took last time (SECONDS_OF).
-# Results land in $OUT/r (lab reports and executed notebooks, benchmark JSON, doctor, nvidia-smi);
-# commit them under benchmarks/<device>/ with the commit they ran at (`git log -1`: a lent machine's
-# copy of .git can be older than the tree it ran). A machine without the Jupyter stack takes it from
-# .whl/ (py3.12 wheels, see ../benchmarks/nvidia-h100-80gb-hbm3/README.md for the download line).
+# Results are written to a scratch folder and packed into $OUT/r.tgz after every job (the device tool
+# returns at most 8 files from $OUT, so a call stopped at its limit still brings back the jobs that
+# finished): lab reports and executed notebooks, benchmark JSON, doctor, nvidia-smi, and jobs.txt with
+# each job's exit status (124: timed out). Commit them under benchmarks/<device>/ with the commit they ran
+# at (`git log -1`: a lent machine's copy of .git can be older than the tree it ran). A machine without
+# the Jupyter stack takes it from .whl/ (py3.12 wheels, see benchmarks/nvidia-h100-80gb-hbm3/README.md).
+# Exit status: 0 when every job that started ended 0; 1 when one failed or timed out; 2 when setup failed.
 set -uo pipefail
 T0=$(date +%s)  # the budget covers the setup below too: the call's own limit does
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-out}
-BUDGET_S=${BUDGET_S:-570}
-JOBS=${JOBS:-"lab05 bf16-loss lab04 mfu-medium lab02 precision lab01"}
-# Since 2026-11-27 a lent machine has 15 minutes of device time in all, its start (minutes) included: one call
-# of BUDGET_S=540 at most, so pick one group by the issue that most needs it, in this order:
+BUDGET_S=${BUDGET_S:-540}
+JOBS=${JOBS:-"lab02"}
+# A lent machine has 15 minutes of device time in all, its start (minutes) included: one call of
+# BUDGET_S=540 at most, so pick one group by the issue that most needs it, in this order:
 #   issue 15: JOBS="lab02" (its full profile has not run since the command-buffer-off trace and the CUPTI skip)
 #   issue 18: JOBS="lab05 mfu-medium" (Lab 05 at the final commit; bench_mfu's gpt2-medium step for issue 15)
 #   issue 17: JOBS="lab04 peak" (bf16 >= 2x TF32, the fp8 GEMM assert; Lab 00's bandwidth roof)
-# With 30 minutes, two more: JOBS="precision probe" | "lab00 lab01". Peak's and probe's times are estimates.
-# "reexport" (~1 min) exports Lab 05's shipped program again with this machine's newer jaxlib (on the CPU).
+# With 30 minutes, more: JOBS="precision probe" | "lab00 lab01" | "bf16-loss" | "t4". Peak's and probe's
+# times are estimates. "reexport" (~1 min, on the CPU) exports Lab 05's shipped program again with this
+# machine's newer jaxlib; it rewrites datasets/lab05_reference, so it must come after "lab05" (refused before).
 
-# Seconds each job took on an H100/H200 with the GPU to itself (lab02 468 s, lab05 301 s; the others
-# beside other work, or estimated): a job is not started with less than this left.
-declare -A SECONDS_OF=([lab00]=90 [lab01]=120 [lab02]=480 [lab03]=180 [lab04]=330 [lab05]=310 [lab06]=70
+# Seconds each job took on an H100/H200 with the GPU to itself (lab02 468 s on an H100; lab05 320 s on an
+# H100, 301 s on an H200; the others beside other work, or estimated): a job is not started with less left.
+declare -A SECONDS_OF=([lab00]=90 [lab01]=120 [lab02]=480 [lab03]=180 [lab04]=330 [lab05]=340 [lab06]=70
                        [mfu-medium]=200 [precision]=240 [serve]=110 [t4]=240 [bf16-loss]=360 [peak]=120 [probe]=120
                        [reexport]=60)
 
 if [ -d .whl ] && ! python3 -c "import papermill" 2>/dev/null; then
-  pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    >/dev/null 2>&1 || { echo "installing .whl/ failed"; exit 2; }
-  export PYTHONPATH=/tmp/site:$PWD
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/*.whl >/dev/null 2>&1 || { echo "installing .whl/ failed"; exit 2; }
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
-export PYTHONPATH=${PYTHONPATH:-$PWD} PYTHONUNBUFFERED=1
-mkdir -p "$OUT/r"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/r/nvidia-smi.txt" 2>&1
-git log -1 --format='%H %s' > "$OUT/r/commit.txt" 2>/dev/null || true
-python3 -m labkit.course.cli doctor > "$OUT/r/doctor.txt" 2>&1
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1  # labkit from this checkout, kernels too
+WORK=$(mktemp -d)  # results gather here; only r.tgz goes under $OUT
+R=$WORK/r
+mkdir -p "$R" "$OUT" || { echo "cannot create $OUT"; exit 2; }
+pack() { (cd "$WORK" && tar czf "$OUT/r.tgz.part" r && mv "$OUT/r.tgz.part" "$OUT/r.tgz"); }
+trap 'pack; exit 143' TERM INT  # a call stopped at its limit still brings back what finished
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$R/nvidia-smi.txt" 2>&1
+git log -1 --format='%H %s' > "$R/commit.txt" 2>/dev/null || true
+python3 -m labkit.course.cli doctor > "$R/doctor.txt" 2>&1
 
 left() { echo $(( BUDGET_S - ($(date +%s) - T0) )); }  # seconds of the budget still unspent
 
-lab() {  # lab NN [VAR=value...]: the full profile of one lab, in $OUT/r/lab<NN><suffix>, within what is left
-  local nn=$1; shift
-  env "$@" timeout "$(left)" python3 -m labkit.course.cli run --profile full --out "$OUT/r/lab$nn${SUFFIX:-}" "$nn" \
-    2>&1 | tail -4
+run() {  # run LINES CMD...: CMD under what is left of the budget, its last LINES lines shown; returns its status
+  local lines=$1 l; shift
+  l=$(left)
+  if [ "$l" -le 0 ]; then echo "   budget spent: not started"; return 124; fi  # `timeout 0` would not limit it
+  timeout "$l" "$@" 2>&1 | grep -v Warning | tail -"$lines"
+  return "${PIPESTATUS[0]}"
 }
 
+lab() {  # lab NN [VAR=value...]: the full profile of one lab, in $R/lab<NN><suffix>
+  local nn=$1; shift
+  run 4 env "$@" python3 -m labkit.course.cli run --profile full --out "$R/lab$nn${SUFFIX:-}" "$nn"
+}
+
+failed=0 seen=" "
 for job in $JOBS; do
   LEFT=$(left)
   need=${SECONDS_OF[$job]:-}
-  if [ -z "$need" ]; then echo "unknown job '$job': one of ${!SECONDS_OF[*]}"; continue; fi
+  if [ -z "$need" ]; then echo "unknown job '$job': one of ${!SECONDS_OF[*]}"; failed=1; continue; fi
+  if [ "$job" = reexport ] && [[ " $JOBS " == *" lab05 "* ]] && [[ "$seen" != *" lab05 "* ]]; then
+    echo "skip reexport: it comes before lab05, which must run the artifact as shipped"; failed=1; continue
+  fi
   if [ "$LEFT" -lt "$need" ]; then echo "skip $job: $LEFT s left, it took ~$need s"; continue; fi
   echo "== $job ($LEFT s left)"
   case $job in
     lab0[0-6]) lab "${job#lab}" ;;
-    t4) SUFFIX=_t4 lab 00 LABKIT_EMULATE=t4; SUFFIX=_t4 lab 01 LABKIT_EMULATE=t4 ;;
-    mfu-medium) timeout "$LEFT" python3 benchmarks/bench_mfu.py --model gpt2-medium --batch 16 \
-                  --out "$OUT/r/mfu_gpt2-medium.json" 2>&1 | grep -v Warning | tail -8 ;;
-    precision) timeout "$LEFT" python3 benchmarks/bench_precision.py --out "$OUT/r/precision.json" 2>&1 \
-                 | grep -v Warning | tail -16 ;;
-    bf16-loss) timeout "$LEFT" python3 benchmarks/diag_bf16_loss.py --out "$OUT/r/bf16_loss.json" 2>&1 \
-                 | grep -v Warning | tail -10 ;;
-    probe) timeout "$LEFT" python3 benchmarks/probe_shapes.py --hlo --out "$OUT/r/shape_probe.json" 2>&1 \
-             | grep -v Warning | tail -24 ;;
-    peak) timeout "$LEFT" python3 benchmarks/bench_peak.py --out "$OUT/r/peak.json" 2>&1 | grep -v Warning | tail -8 ;;
-    serve) timeout "$LEFT" python3 benchmarks/bench_serve.py --batches 1 32 --out "$OUT/r/serve.json" 2>&1 \
-             | grep -v Warning | tail -12 ;;
-    reexport) timeout "$LEFT" python3 datasets/lab05_reference/build.py --reexport 2>&1 | tail -3 \
-                && cp -r datasets/lab05_reference "$OUT/r/lab05_reference" ;;  # the artifact from this jaxlib
+    t4) SUFFIX=_t4 lab 00 LABKIT_EMULATE=t4 && SUFFIX=_t4 lab 01 LABKIT_EMULATE=t4 ;;
+    mfu-medium) run 8 python3 benchmarks/bench_mfu.py --model gpt2-medium --batch 16 --out "$R/mfu_gpt2-medium.json" ;;
+    precision) run 16 python3 benchmarks/bench_precision.py --out "$R/precision.json" ;;
+    bf16-loss) run 10 python3 benchmarks/diag_bf16_loss.py --out "$R/bf16_loss.json" ;;
+    probe) run 24 python3 benchmarks/probe_shapes.py --hlo --out "$R/shape_probe.json" ;;
+    peak) run 8 python3 benchmarks/bench_peak.py --out "$R/peak.json" ;;
+    serve) run 12 python3 benchmarks/bench_serve.py --batches 1 32 --out "$R/serve.json" ;;
+    reexport) run 3 python3 datasets/lab05_reference/build.py --reexport \
+                && cp -r datasets/lab05_reference "$R/lab05_reference" ;;  # the artifact from this jaxlib
   esac
-  echo "   $job ended at $(( $(date +%s) - T0 )) s"
+  rc=$?
+  seen="$seen$job "
+  [ "$rc" -eq 0 ] || failed=1
+  echo "$job rc=$rc $(( $(date +%s) - T0 ))s" >> "$R/jobs.txt"
+  echo "   $job ended at $(( $(date +%s) - T0 )) s, rc=$rc$([ "$rc" -eq 124 ] && echo ' (timed out)')"
+  pack
 done
-(cd "$OUT" && tar czf r.tgz r && rm -rf r) && echo "results: $OUT/r.tgz"
+pack && rm -rf "$WORK" && echo "results: $OUT/r.tgz"
+exit "$failed"
