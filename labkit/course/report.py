@@ -54,6 +54,22 @@ def record(key: str, value: Any) -> None:
         tmp.replace(p)  # atomic: the runner never reads a half-written file
 
 
+def record_exercise(name: str, status: str) -> None:
+    """Add one exercise check's latest outcome to the lab's ``exercises`` record: {check: status} (Lab 00)."""
+    tally = dict(_recorded.get("exercises") or {})
+    tally[name] = status  # a check run again (a learner's second try) replaces its earlier outcome
+    record("exercises", tally)
+
+
+def exercise_tally(metrics: dict[str, Any]) -> str:
+    """'  exercises: 2 passed, 1 not done' from a lab's metrics; '' when it ran no exercise check (Lab 00)."""
+    tally = metrics.get("exercises")
+    if not isinstance(tally, dict) or not tally:
+        return ""
+    counts = {s: list(tally.values()).count(s) for s in ("passed", "wrong", "not done")}
+    return "  exercises: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+
+
 def recorded() -> dict[str, Any]:
     """Everything recorded so far in this process (Lab 00)."""
     return dict(_recorded)

@@ -28,7 +28,7 @@ from typing import Any
 from labkit.runtime import versions
 from labkit.course import source
 from labkit.course.profile import profile_for
-from labkit.course.report import METRICS_ENV, read_metrics
+from labkit.course.report import METRICS_ENV, exercise_tally, read_metrics
 from labkit.runtime.processes import ProcessTree
 
 PROFILES = ("auto", "smoke", "full")
@@ -374,7 +374,8 @@ def run(
             finished.append(asdict(result))
             current = None
             report["profile"] = resolved_profile(profile, finished, runtime)
-            print(f"{result.status:>7}  {result.seconds:7.1f} s  {result.name}", flush=True)
+            tally = exercise_tally(result.metrics)  # a student run's checks: "  exercises: 2 passed, 1 not done"
+            print(f"{result.status:>7}  {result.seconds:7.1f} s  {result.name}{tally}", flush=True)
             _write(report, out)  # after every lab: a crash later still leaves a report
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM turned into one by the CLI: run_lab has ended the lab
         signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT

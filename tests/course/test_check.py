@@ -210,3 +210,22 @@ def test_stop_mode_hides_labkit_frames_but_the_raise(stop_mode: None) -> None:
         labkit_frames = [f for f, _ in traceback.walk_tb(err.tb) if "labkit" in f.f_code.co_filename]
         shown = [f.f_code.co_name for f in labkit_frames if not f.f_locals.get("__tracebackhide__")]
         assert shown == ["finish"] and len(labkit_frames) >= 3, shown
+
+
+def test_each_check_outcome_reaches_the_run_report(report_mode: None, tmp_path, monkeypatch) -> None:
+    """A student run is read from report.json: each check's latest outcome is recorded under 'exercises'."""
+    from labkit.course import report
+
+    metrics = tmp_path / "m.json"
+    monkeypatch.setenv(report.METRICS_ENV, str(metrics))
+    monkeypatch.setattr(report, "_recorded", {})
+    lab00.check_ridge_point(lambda p, b: check.your_turn("the ridge point"))
+    lab00.check_matmul_intensity(lambda *a: check.your_turn("intensity"))
+    first = report.read_metrics(metrics)["exercises"]
+    assert set(first.values()) == {"not done"} and len(first) == 2
+    lab00.check_ridge_point(lambda p, b: b / p)  # tried, wrong: replaces "not done"
+    lab00.check_roofline_time(lambda f, b, p, w: max(f / p, b / w))
+    tally = report.read_metrics(metrics)["exercises"]
+    assert sorted(tally.values()) == ["not done", "passed", "wrong"]
+    assert report.exercise_tally({"exercises": tally}) == "  exercises: 1 passed, 1 wrong, 1 not done"
+    assert report.exercise_tally({"mfu": 0.3}) == ""

@@ -333,3 +333,14 @@ def test_report_records_the_resolved_profile(fake_labs: Path, tmp_path: Path, mo
     assert runner.resolved_profile("auto", labs[:1], {**gpu, "memory_bytes": 80e9}) == "full"
     assert runner.resolved_profile("auto", labs[:1], {**gpu, "memory_bytes": None}) == "full"
     assert runner.resolved_profile("auto", labs[:1], {"platform": "unknown"}) == "auto"
+
+
+def test_the_run_summary_tallies_each_labs_exercises(fake_labs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """An instructor's student run is read at a glance: each lab's line says how its checks ended."""
+    monkeypatch.setattr(runner, "detect_runtime", lambda: {"platform": "cpu", "chip": "test cpu"})
+    tally = {"exercises": {"ridge point": "not done", "roofline time": "not done", "intensity": "passed"}}
+    monkeypatch.setattr(runner, "run_lab", _fake_run_lab(None, tally))
+    runner.run(["00"], "smoke", tmp_path, 60, fake_labs)
+    assert "00_passes  exercises: 1 passed, 2 not done\n" in capsys.readouterr().out
+    assert json.loads((tmp_path / "report.json").read_text())["labs"][0]["metrics"] == tally
