@@ -14,6 +14,7 @@ end to end this way).
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import os
@@ -28,7 +29,7 @@ import numpy as np
 
 MODE_ENV = "LABKIT_CHECK_MODE"
 SHOW_LIMIT = 160  # characters per value shown to the learner: a weight matrix must not flood the cell
-MAJORITY = 0.75  # a hint that fits this share of the wrong cases it judges (and >= 2) still explains them
+MAJORITY = 0.75  # a hint that fits this share of the cases it judges, right ones too (and >= 2 wrong), explains them
 
 
 class CheckFailed(AssertionError):
@@ -211,8 +212,10 @@ def check_function(
 
     The hint shown explains the learner's answer on *every* case it judges (so "only the compute
     time" is not mistaken for "min" on a memory-bound case), else on every wrong case, else on a
-    clear majority (>= 75%, >= 2) of them. A hint that fits only one random case may be a
-    coincidence, so then the learner gets expected vs got for one named case instead.
+    clear majority (>= 75%) of all the cases it judges, right ones included, and >= 2 wrong ones (a
+    slip that is wrong on a few cases must not be named after a mistake its right answers contradict).
+    A hint that fits only one random case may be a coincidence, so then the learner gets how many
+    cases were wrong and the smallest of them, inputs named, expected vs got.
     ``case_hints=True`` (Lab 03: every fixed case has its own rule) shows a hint that fits any
     wrong case. ``describe(args)``, if given, names the case in the message (which layout failed).
     """
@@ -264,11 +267,29 @@ def check_function(
             return hinted(h)
     for h in hints:  # a clear majority of them, never a lone case that may fit by coincidence
         fits = sum(_judges(h, a) and _safe(h, g, e, a) for a, g, e in wrong)
-        if (fits >= 2 and _share(h, wrong, wrong) >= MAJORITY) or (case_hints and fits):
+        if (fits >= 2 and _share(h, runs, wrong) >= MAJORITY) or (case_hints and fits):
             return hinted(h)
-    args, got, expected = wrong[0]
-    return finish(CheckResult(name, "wrong", f"for inputs {name_case(args)} expected {show(expected)}, "
-                              f"got {show(got)}."))
+    args, got, expected = min(wrong, key=lambda r: _magnitude(r[0]))  # the smallest case is the easiest to redo
+    label = name_case(args) if describe is not None else _named(reference, args)
+    return finish(CheckResult(name, "wrong", f"wrong on {len(wrong)} of {len(runs)} cases; the smallest: "
+                              f"for inputs {label} expected {show(expected)}, got {show(got)}."))
+
+
+def _magnitude(args: tuple) -> float:
+    """A case's size for picking one to show: the sum of its numeric inputs (others count 0)."""
+    return sum(abs(float(a)) for a in args if is_number(a) and math.isfinite(float(a)))
+
+
+def _named(reference: Callable[..., Any], args: tuple) -> str:
+    """'(M=9, K=9, dataflow='os')' with the reference's parameter names; plain values when it has none."""
+    try:
+        names = [p.name for p in inspect.signature(reference).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):  # a builtin or a callable without a signature
+        names = []
+    if len(names) != len(args):
+        return show_args(args)
+    return "(" + ", ".join(f"{n}={show(a)}" for n, a in zip(names, args)) + ")"
 
 
 def _overflowed(got: Any, expected: Any) -> bool:

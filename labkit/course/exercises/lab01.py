@@ -87,6 +87,9 @@ def check_cycles(fn: Callable[[int, int, int, int, int, str], int]) -> CheckResu
              "one per row of the array, not C: each fold costs 2R + C + T - 2.", applies=lambda a: a[3] != a[4]),
         Hint(_variant(exact, _fold_cost), "folds must be whole: a partial fold still occupies the "
              "whole array, so use ceil(Sr / R) * ceil(Sc / C), not Sr / R * Sc / C."),
+        Hint(_variant(lambda sr, sc, R, C: _ceil_div(sr * sc, R * C), _fold_cost), "the folds are whole in each "
+             "direction: ceil(Sr / R) * ceil(Sc / C), not ceil(Sr * Sc / (R * C)): a tile cut along rows and along "
+             "columns pads both edges (9 x 1 on a 2 x 8 array is 5 folds, not 1)."),
         Hint(_variant(floor, _fold_cost), "floor drops the partial fold: the leftover rows/columns "
              "need one more (padded) fold — ceil, not floor."),
         Hint(_variant(lambda *a: 1, _fold_cost), "that is one fold: the GEMM is cut into "

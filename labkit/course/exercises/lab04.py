@@ -123,6 +123,9 @@ def _round_half_up(x: float, b: int) -> float:
 # halfway between 1 and 1 + 2**-7 (even: stays 1), 1 + 3 * 2**-8 between 1 + 2**-7 and 1 + 2**-6 (odd:
 # goes up). Together they tell ties-to-even apart from truncation, half-up and half-away, every run.
 FIXED_TIES = [(s * (1 + k * 2.0**-8), 7) for s in (1.0, -1.0) for k in (1, 3)]
+# Just off those ties by 2**-30, below float32's resolution: rounding x to float32 first lands on the tie
+# and then goes the wrong way (double rounding), every run.
+NEAR_TIES = [(1 + 2.0**-8 + 2.0**-30, 7), (-(1 + 3 * 2.0**-8 - 2.0**-30), 7)]
 
 
 def _round_bits(shift: int) -> Callable[[float, int], float]:
@@ -150,8 +153,12 @@ def check_round_to_bits(fn: Callable[[float, int], float]) -> CheckResult:
         k = 2 ** b + 2 * int(rng.integers(0, 2 ** (b - 1))) + i % 2  # ... with k even and odd
         x = math.ldexp(k + 0.5, int(rng.integers(-10, 10)) - b)
         cases.append((float(rng.choice([-1, 1])) * x, b))
-    cases += FIXED_TIES
+    cases += FIXED_TIES + NEAR_TIES
     hints = [
+        Hint(lambda g, e, a: g == round_to_bits(float(np.float32(a[0])), a[1]), "you rounded through float32 "
+             "first (np.float32, or an fp32 bit mask like labkit's round_mantissa): x is a Python float (64 bits), "
+             "and its first rounding can land it on a tie that then goes the wrong way (double rounding). Round x "
+             "itself: math.frexp, scale, round(), scale back.", applies=lambda a: float(np.float32(a[0])) != a[0]),
         Hint(_matches(_round_half_up), "you rounded halves up (floor(v + 0.5)): a tie must go to the even "
              "neighbour -- 1 + 2**-8 with 7 bits is 1.0, and -(1 + 3 * 2**-8) goes to -(1 + 2**-6), not up "
              "towards zero. Python's round() and np.rint round ties to even."),

@@ -300,3 +300,10 @@ def test_cycles_half_the_mapping_is_told_which_half(monkeypatch, fn, hint):
         r = lab01.check_cycles(fn)
         assert r.status == "wrong" and hint in r.message, r.message
         assert "the mapping depends on the dataflow" not in r.message and not any(c in r.message for c in COINCIDENCES)
+
+
+def test_cycles_folds_from_the_tile_area_are_named(monkeypatch):
+    fn = _cyc(lambda sr, sc, R, C: math.ceil(sr * sc / (R * C)), lambda R, C, t: 2 * R + C + t - 2)
+    for _ in over_seeds(monkeypatch, lab01):
+        r = lab01.check_cycles(fn)
+        assert r.status == "wrong" and "whole in each direction" in r.message, r.message

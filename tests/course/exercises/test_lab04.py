@@ -218,3 +218,15 @@ def test_format_max_in_float32_is_told_it_overflowed(monkeypatch: pytest.MonkeyP
         assert r.status == "wrong" and "overflowed to inf" in r.message and "float32 (largest 3.403e+38)" in r.message
     r = lab04.check_format_max(lambda e, m, i: np.float64("inf") if e == 8 else fmax_ref(e, m, i))
     assert "overflowed" not in r.message, r.message  # float64 holds every answer: inf there is the formula's
+
+
+def test_rounding_through_float32_is_named_every_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Double rounding: right on most draws, so without the near-tie cases it passed ~60% of runs and was
+    otherwise told it 'truncated' or was 'one bit short'."""
+    from labkit.precision import formats
+
+    for _ in over_seeds(monkeypatch, lab04):
+        r = lab04.check_round_to_bits(lambda x, b: float(formats.round_mantissa(x, b)))
+        assert r.status == "wrong" and "rounded through float32 first" in r.message, r.message
+    x, b = lab04.NEAR_TIES[0]
+    assert lab04.round_to_bits(x, b) == 1 + 2.0**-7 and round_ref(float(np.float32(x)), b) == 1.0

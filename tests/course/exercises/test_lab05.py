@@ -142,7 +142,8 @@ def test_torch_to_flax_none_is_short_and_says_return(report_mode: None) -> None:
 
 def test_torch_to_flax_shows_bounded_values_and_names_the_weight(report_mode: None) -> None:
     r = lab05.check_torch_to_flax(lambda n, w: np.zeros((1, 1)))  # no hint: expected vs got
-    assert r.message.startswith("for inputs weight '") and "of shape (" in r.message, r.message
+    assert r.message.startswith("wrong on ") and "; the smallest: for inputs weight '" in r.message, r.message
+    assert "of shape (" in r.message, r.message
     assert len(r.message) < 700 and "np.str_" not in r.message, r.message
     r = lab05.check_torch_to_flax(lambda n, w: w.reshape(w.shape[::-1]) if n.endswith(LINEAR) else w)
     assert "reshape is not a transpose" in r.message and "Wrong for weight 'blocks." in r.message, r.message
