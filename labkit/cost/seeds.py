@@ -109,7 +109,7 @@ def spot_v5p(on_demand: Price | None, spot: Price | None, percent: int = 70) -> 
                   f"{said}; before any time lost to preemption", disc)
 
 
-# Published H100 MFUs at scale (the course's HARDWARE.md, "Published MFU anchors"), beside this
+# Published H100 MFUs at scale (each Input names its source), beside this
 # course's own small-model measurement: the article's 52% is about large-scale training.
 H100_MFU_ANCHORS = (
     Input("H100 MFU, Megatron-LM on H100 clusters ('up to')", 0.47, "sourced", "Megatron-LM README"),

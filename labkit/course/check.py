@@ -42,7 +42,7 @@ class NotDoneYet(NotImplementedError):
 
 def your_turn(what: str = "this exercise") -> None:
     """Stub body for a student copy: raises a clear "your turn" error (Lab 00)."""
-    raise NotDoneYet(f"Your turn: complete {what} between the SOLUTION markers, then run the check cell.")
+    raise NotDoneYet(f"Your turn: complete {what} where the cell says YOUR CODE HERE, then run the check cell.")
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Causal multi-head self-attention: (batch, seq, d_model) -> the same shape (Lab 02)."""
         b, t, d = x.shape  # (batch, seq, d_model)
         q, k, v = self.qkv(x).split(d, dim=2)  # each (batch, seq, d_model)
         # SDPA wants (batch, heads, seq, head_dim).
@@ -46,6 +47,7 @@ class MLP(nn.Module):
         self.proj = nn.Linear(cfg.d_ff, cfg.d_model, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The GELU MLP: (batch, seq, d_model) -> the same shape (Lab 02)."""
         return self.proj(F.gelu(self.fc(x), approximate="tanh"))  # (batch, seq, d_model)
 
 
@@ -60,6 +62,7 @@ class Block(nn.Module):
         self.mlp = MLP(cfg)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x + attn(ln1(x)), then + mlp(ln2(x)): (batch, seq, d_model) -> the same shape (Lab 02)."""
         x = x + self.attn(self.ln1(x))
         return x + self.mlp(self.ln2(x))  # (batch, seq, d_model)
 
@@ -85,6 +88,7 @@ class TorchGPT(nn.Module):
                 p.normal_(0.0, resid_std if name.endswith("proj.weight") else 0.02)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Token ids (batch, seq) -> logits (batch, seq, vocab) (Lab 02)."""
         b, t = tokens.shape  # (batch, seq)
         if t > self.cfg.seq_len:
             raise ValueError(f"sequence length {t} > cfg.seq_len={self.cfg.seq_len}")

@@ -57,12 +57,12 @@ _COMMENT = re.compile(r"/\*.*?\*/")  # XLA prints /*index=5*/ inside tuple types
 
 
 class NoDeviceEvents(RuntimeError):
-    """An accelerator trace with no kernel events: the profiler saw launches, not device time (bench_mfu)."""
+    """An accelerator trace with no kernel events: the profiler saw launches, not device time (bench_mfu, Lab 02)."""
 
 
 @dataclass(frozen=True)
 class HloOp:
-    """One top-level instruction of a compiled program: what it is and which pass it belongs to (bench_mfu)."""
+    """One top-level instruction of a compiled program: what it is and which pass it belongs to (bench_mfu, Lab 02)."""
 
     name: str
     opcode: str
@@ -129,7 +129,7 @@ def _phase(op_name: str) -> str:
 
 
 def classify_hlo(hlo_text: str) -> dict[str, HloOp]:
-    """Every instruction of a compiled program's HLO text, by name: category and phase (bench_mfu)."""
+    """Every instruction of a compiled program's HLO text, by name: category and phase (bench_mfu, Lab 02)."""
     comps, _ = _parse(hlo_text)
     if not comps:
         raise ValueError("no HLO computations found: pass the compiled program's text, "
@@ -152,13 +152,13 @@ def classify_hlo(hlo_text: str) -> dict[str, HloOp]:
 
 
 def module_name(hlo_text: str) -> str:
-    """The ``HloModule`` name of a compiled program, the ``hlo_module`` its trace events carry (bench_mfu)."""
+    """The ``HloModule`` name of a compiled program, the ``hlo_module`` its trace events carry (bench_mfu, Lab 02)."""
     return _parse(hlo_text)[1]
 
 
 @dataclass(frozen=True)
 class Record:
-    """One trace event, flattened from the profiler's XSpace (bench_mfu)."""
+    """One trace event, flattened from the profiler's XSpace (bench_mfu, Lab 02)."""
 
     plane: str  # "/device:GPU:0", "/host:CPU"
     line: str  # "Stream #14(Compute)", "tf_XLAPjRtCpuClient/...", "XLA Ops"
@@ -169,7 +169,7 @@ class Record:
 
 def select_events(records: Iterable[Record], module: str,
                   require_device: bool = False) -> tuple[list[tuple[str, float]], str]:
-    """The (hlo op, ns) events of ``module``: device planes where the trace has them, else the host's (bench_mfu).
+    """The (hlo op, ns) events of ``module``: device planes where the trace has them, else the host's (bench_mfu, Lab 02).
 
     GPU: kernels on ``/device:GPU:N`` stream lines carry ``hlo_op`` (an annotation path ``a::b``:
     the last part is the instruction) and ``hlo_module``. A device plane's ``XLA Ops`` line (TPU
@@ -201,7 +201,7 @@ def select_events(records: Iterable[Record], module: str,
 
 @dataclass(frozen=True)
 class XlaBreakdown:
-    """Device time of ``steps`` runs of one compiled program, per category, phase and op (bench_mfu)."""
+    """Device time of ``steps`` runs of one compiled program, per category, phase and op (bench_mfu, Lab 02)."""
 
     by_category_ns: dict[str, float]
     by_phase_ns: dict[str, float]
@@ -213,7 +213,7 @@ class XlaBreakdown:
 
     @property
     def busy_ns(self) -> float:
-        """Summed event time: kernels that overlap (streams, CPU threads) each count (bench_mfu)."""
+        """Summed event time: kernels that overlap (streams, CPU threads) each count (bench_mfu, Lab 02)."""
         return sum(self.by_category_ns.values()) + self.unknown_ns
 
     # The same reading as torch's OpBreakdown (labkit.measure.breakdown), so breakdown.matmul_rate and
@@ -236,12 +236,12 @@ class XlaBreakdown:
                      for k, v in self.per_step_ms().items())
 
     def per_step_ms(self) -> dict[str, float]:
-        """Category -> ms per step, largest first (bench_mfu)."""
+        """Category -> ms per step, largest first (bench_mfu, Lab 02)."""
         rows = sorted(self.by_category_ns.items(), key=lambda kv: -kv[1])
         return {k: v / 1e6 / self.steps for k, v in rows if v > 0}
 
     def top_ops(self, n: int = 10) -> list[dict[str, Any]]:
-        """The ``n`` ops with the most device time: name, category, phase, ms per step (bench_mfu)."""
+        """The ``n`` ops with the most device time: name, category, phase, ms per step (bench_mfu, Lab 02)."""
         rows = sorted(self.by_op_ns.items(), key=lambda kv: -kv[1])[:n]
         unknown = HloOp("", "", "unknown", "unknown")
         return [{"op": k, "category": self.ops.get(k, unknown).category, "phase": self.ops.get(k, unknown).phase,
@@ -275,7 +275,7 @@ def attribute(events: Iterable[tuple[str, float]], ops: dict[str, HloOp], steps:
 
 
 def records(profile: Any) -> list[Record]:
-    """Flatten a ``jax.profiler.ProfileData`` into :class:`Record` s (bench_mfu)."""
+    """Flatten a ``jax.profiler.ProfileData`` into :class:`Record` s (bench_mfu, Lab 02)."""
     out = []
     for plane in profile.planes:
         for line in plane.lines:
@@ -285,7 +285,7 @@ def records(profile: Any) -> list[Record]:
 
 
 def trace_step(run: Callable[[], Any], compiled_text: str, steps: int = 3) -> XlaBreakdown:
-    """Trace ``steps`` calls of ``run`` (one compiled program, already warm) and attribute its time (bench_mfu)."""
+    """Trace ``steps`` calls of ``run`` (one compiled program, already warm) and attribute its time (bench_mfu, Lab 02)."""
     import jax
 
     if steps < 1:
@@ -306,7 +306,7 @@ def trace_step(run: Callable[[], Any], compiled_text: str, steps: int = 3) -> Xl
 
 
 def for_trace(lowered: Any, compiled: Any, platform: str | None = None) -> tuple[Any, str]:
-    """The program to trace and a note: ``compiled``, or on a GPU ``lowered`` again without command buffers (bench_mfu).
+    """The program to trace and a note: ``compiled``, or on a GPU ``lowered`` again without command buffers (bench_mfu, Lab 02).
 
     XLA:GPU launches runs of kernels as command buffers (CUDA graphs), and the trace then names one
     ``command_buffer_N`` event, not each kernel's HLO op (``labkit.runtime.compile_options``). The copy
@@ -346,7 +346,7 @@ def trace_trainer(trainer: Any, x: Any, y: Any, steps: int = 3) -> XlaBreakdown:
 
 
 def summary(b: XlaBreakdown, step_s: float) -> dict[str, Any]:
-    """JSON-ready figures: ms per step by category and phase, and how busy the device was (bench_mfu)."""
+    """JSON-ready figures: ms per step by category and phase, and how busy the device was (bench_mfu, Lab 02)."""
     by_phase = {k: v / 1e6 / b.steps for k, v in b.by_phase_ns.items()}
     return {"source": b.source, "step_ms": step_s * 1e3, "busy_ms_per_step": b.ms_per_step,
             "busy_over_step": b.ms_per_step / (step_s * 1e3), "by_category_ms": b.per_step_ms(),
@@ -355,14 +355,14 @@ def summary(b: XlaBreakdown, step_s: float) -> dict[str, Any]:
 
 def report(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: float | None,
            peak_name: str = "") -> dict[str, Any]:
-    """A benchmark's JSON entry: :func:`summary`, the top ops and :func:`limited_by`'s sentence (bench_mfu)."""
+    """A benchmark's JSON entry: :func:`summary`, the top ops and :func:`limited_by`'s sentence (bench_mfu, Lab 02)."""
     return {**summary(b, step_s), "top_ops": b.top_ops(),
             "limited_by": limited_by(b, step_s, matmul_flops, peak_flops, peak_name)}
 
 
 def limited_by(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: float | None,
                peak_name: str = "") -> str:
-    """One sentence: where the step's time went and how fast its matmuls ran against the named peak (bench_mfu)."""
+    """One sentence: where the step's time went and how fast its matmuls ran against the named peak (bench_mfu, Lab 02)."""
     per = b.per_step_ms()
     busy_ms, step_ms = b.ms_per_step, step_s * 1e3
     mm_ms = b.matmul_share * busy_ms

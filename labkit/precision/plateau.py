@@ -108,24 +108,24 @@ class Exit:
 
     @property
     def last(self) -> str | None:
-        """The lowest level either run went below; None: neither left any."""
+        """The lowest level either run went below; None: neither left any (Lab 04)."""
         return next((n for n, pair in self.steps.items() if any(s is not None for s in pair)), None)
 
     @property
     def first(self) -> list[str]:
-        """The levels the run went below before the reference did (or the reference never did)."""
+        """The levels the run went below before the reference did (or the reference never did) (Lab 04)."""
         return [n for n, (a, b) in self.steps.items() if a is not None and (b is None or a < b)]
 
     @property
     def apart(self) -> bool:
-        """The two left the lowest level a smoothing window apart or more (or only one left it)."""
+        """The two left the lowest level a smoothing window apart or more (or only one left it) (Lab 04)."""
         if self.last is None:
             return False
         a, b = self.steps[self.last]
         return a is None or b is None or abs(a - b) >= self.window
 
     def sentence(self) -> str:
-        """Whether the gap between the two runs is, at least in part, when each left a plateau."""
+        """Whether the gap between the two runs is, at least in part, when each left a plateau (Lab 04)."""
         if self.apart:
             a, b = self.steps[self.last]
             return (f"it left the {self.last} level at step {a}, {self.ref} at {b} (None: never): part of the gap is "

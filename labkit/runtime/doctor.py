@@ -16,7 +16,7 @@ SUPPORTED: dict[str, tuple[str, str | None]] = {
     # The oldest flax that runs on jax 0.10 (checked 2026-11-27 with tests/gpt): 0.11 to 0.12.0 cannot be imported
     # (jax._src.core.mutable_array is gone) and 0.12.1's nnx.jit passes jax.jit an argument it removed (abstracted_axes).
     "flax": ("0.12.2", None),
-    "optax": ("0.2", None),
+    "optax": ("0.2.4", None),  # pyproject's floor
     "torch": ("2.4", None),
     "torch_xla": ("2.9", "2.10"),
     "papermill": ("2.6", None),
