@@ -3,8 +3,9 @@
 #   run  [LAB ...] [--profile ...]   execute the labs headless -> build/run/report.html
 #   test [PYTEST ARGS ...]           the whole test suite (unit tests + every lab via papermill and nbval)
 #   test-xla [PYTEST ARGS ...]       the torch-xla tests and labs 03/05 in .venv-xla (optional extra, ~7 GB)
-#   test-latest [PYTEST ARGS ...]    the version matrix's second row: the whole suite in .venv-latest, on the
-#                                    newest Python 3.12 found and the newest versions that resolve (no lock)
+#   test-latest [PYTEST ARGS ...]    the version matrix's second row: the whole suite in .venv-latest, on a
+#                                    Python >= 3.12 (python3.13, python3.12, then pyenv's) and the newest
+#                                    versions that resolve (no lock)
 #   site                             the course as a static site -> build/site/index.html (labs with a
 #                                    reference run's outputs, the cross-chip page); Sphinx in build/.venv-site
 #   site-check                       screenshots of the built site (index, cross-chip page, Lab 06) with headless
@@ -13,7 +14,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PY=${PYTHON:-python3}
+# The lock pins Python 3.11's resolution (jax 0.10.x): use python3.11 where there is one, else python3.
+PY=${PYTHON:-$(command -v python3.11 || echo python3)}
 LOCK=scripts/requirements-py311.lock
 cmd=${1:-test}
 shift || true
@@ -40,8 +42,10 @@ setup() {
     # CI's exact pins (Python 3.11 resolves jax 0.10.x); packages not in the lock float.
     "$venv/bin/python" -m pip install --quiet -c "$LOCK" -e ".[$extras]"
   else
-    # Python 3.12+ (jax >= 0.11), or the xla extra (torch 2.9, which the lock's torch excludes):
-    # lower bounds from pyproject.toml, no lock.
+    # Python 3.12+ (jax >= 0.11), or the xla extra (torch 2.9, which the lock's torch excludes): no lock,
+    # the newest versions pyproject.toml's lower bounds allow.
+    [ "$extras" = "dev" ] && echo "course.sh: $("$PY" --version 2>&1) is not 3.11, so $LOCK does not apply:" \
+      "installing the newest versions that resolve (set PYTHON=/path/to/python3.11 for CI's pins)" >&2
     "$venv/bin/python" -m pip install --quiet -e ".[$extras]"
   fi
   echo "$want" > "$stamp"
