@@ -155,6 +155,11 @@ def _util(kind: str, flops: float, step_time_s: float, peak: Peak | None, chip: 
     if isinstance(peak, str):  # mfu(flops, t, "NVIDIA H100 SXM"): the chip landed in the peak's place
         raise TypeError(f"peak must be a Peak, got the str {peak!r}; to name a chip use chip={peak!r}, dtype=... "
                         "(keywords), e.g. mfu(flops, step_s, chip=rt.chip, dtype='bf16')")
+    given = {k: v for k, v in (("chip", chip), ("dtype", dtype), ("peak_tflops", peak_tflops),
+                                ("measured_flops", measured_flops)) if v is not None}
+    if peak is not None and given:  # they would be ignored: the Peak already names its chip, dtype and figure
+        raise ValueError(f"pass either peak= ({getattr(peak, 'dtype', '?')} on {getattr(peak, 'chip', '?')}) or "
+                         f"{', '.join(f'{k}=' for k in given)}, not both: {given}")
     if peak is None:
         if chip is None or dtype is None:
             raise ValueError("pass peak=Peak(...) or chip= and dtype= (and optionally peak_tflops=)")

@@ -23,7 +23,7 @@ def setup(cpu_devices: int | None = None, quiet: bool = False) -> Runtime:
         from labkit.runtime import install
 
         install.ensure(host=host)
-    n = cpu_devices or device.requested_cpu_devices()
+    n = device.requested_cpu_devices() if cpu_devices is None else cpu_devices  # 0 is refused, not the default
     device.simulate_devices(n)
     again = _runtime is not None
     _runtime = device.detect()

@@ -22,6 +22,7 @@ from labkit.runtime import emulate
 # How many CPU devices labs simulate when no multi-device accelerator is present. Sharding
 # labs build an 8-device mesh (a TPU v5e-8 / 8-GPU node) so 8 is the course default.
 DEFAULT_CPU_DEVICES = 8
+MAX_CPU_DEVICES = 512  # 4096 simulated devices already take seconds and GBs to start; the labs need 8
 CPU_DEVICES_ENV = "LABKIT_CPU_DEVICES"
 
 
@@ -71,6 +72,9 @@ def simulate_devices(n: int = DEFAULT_CPU_DEVICES) -> int:
     if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:  # numpy ints too: np.arange sweeps
         raise ValueError(f"simulate_devices needs a positive integer device count, got {n!r}; "
                          "e.g. simulate_devices(8).")
+    if n > MAX_CPU_DEVICES:  # JAX would start them all, one thread pool each: minutes and GBs, then swap
+        raise ValueError(f"simulate_devices({n}): too many simulated devices (each is a real CPU client: "
+                         f"thousands take minutes and GBs); use at most {MAX_CPU_DEVICES} — the labs need 8.")
     if jax_backend_initialized():
         import jax
 
@@ -104,8 +108,8 @@ def requested_cpu_devices() -> int:
         n = int(raw)
     except ValueError:
         raise ValueError(f"{CPU_DEVICES_ENV}={raw!r} is not an integer; set it to e.g. 8.") from None
-    if n < 1:
-        raise ValueError(f"{CPU_DEVICES_ENV}={raw!r} must be at least 1.")
+    if not 1 <= n <= MAX_CPU_DEVICES:
+        raise ValueError(f"{CPU_DEVICES_ENV}={raw!r} must be between 1 and {MAX_CPU_DEVICES}; set it to e.g. 8.")
     return n
 
 

@@ -307,6 +307,9 @@ def peak_flops(reported_name: str, dtype: str, peak_tflops: float | None = None)
     if peak_tflops is not None:
         if isinstance(peak_tflops, (bool, str)) or not 0 < peak_tflops < float("inf"):  # NaN fails too
             raise ValueError(f"peak_tflops must be a finite TFLOP/s figure > 0 (e.g. 197.0), got {peak_tflops!r}")
+        if peak_tflops > 1e6:  # no chip reaches an exaFLOP/s: this is a figure in FLOP/s
+            raise ValueError(f"peak_tflops={peak_tflops:g} looks like FLOP/s; it is in TFLOP/s "
+                             f"(e.g. {peak_tflops / 1e12:g} for {peak_tflops:g} FLOP/s)")
         return float(peak_tflops) * 1e12  # TFLOP/s -> FLOP/s
     spec = lookup(reported_name)
     if spec is None:

@@ -141,3 +141,18 @@ def test_more_flops_per_second_than_the_peak_is_flagged_and_refused_by_mfu_both(
     measured = mfu.measured_peak(1e12, "bf16", "Intel Xeon")  # a step that beats the measured peak
     with pytest.raises(ValueError, match="> 1"):
         mfu.mfu_both(2e12, 1.0, "Intel Xeon", "bf16", measured=measured)
+
+
+def test_a_peak_and_chip_keywords_together_are_refused_not_ignored() -> None:
+    """mfu(..., peak, chip='TPU v5e', dtype='fp32') used to divide by the H100's bf16 peak without a word."""
+    h100 = mfu.spec_peak("NVIDIA H100 SXM", "bf16")
+    with pytest.raises(ValueError, match=r"pass either peak= \(bf16 on NVIDIA H100 SXM\) or chip=, dtype=, not both"):
+        mfu.mfu(1e12, 0.5, h100, chip="TPU v5e", dtype="fp32")
+    with pytest.raises(ValueError, match="peak_tflops="):
+        mfu.mfu(1e12, 0.5, h100, peak_tflops=197.0)
+
+
+def test_a_peak_in_flop_per_s_where_tflop_per_s_is_asked_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"peak_tflops=9.89e\+14 looks like FLOP/s; it is in TFLOP/s \(e.g. 989 for"):
+        mfu.mfu(1e12, 0.5, chip="x", dtype="bf16", peak_tflops=989e12)
+    assert mfu.mfu(1e12, 0.5, chip="x", dtype="bf16", peak_tflops=989.0).value == pytest.approx(1e12 / (0.5 * 989e12))

@@ -67,9 +67,23 @@ def test_requested_cpu_devices_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(device.CPU_DEVICES_ENV, "many")
     with pytest.raises(ValueError, match="not an integer"):
         device.requested_cpu_devices()
-    monkeypatch.setenv(device.CPU_DEVICES_ENV, "0")
-    with pytest.raises(ValueError, match="at least 1"):
-        device.requested_cpu_devices()
+    for bad in ("0", "100000"):  # 100000 simulated devices: JAX would start them all (minutes, GBs)
+        monkeypatch.setenv(device.CPU_DEVICES_ENV, bad)
+        with pytest.raises(ValueError, match=f"'{bad}' must be between 1 and 512"):
+            device.requested_cpu_devices()
+
+
+def test_simulate_devices_refuses_a_count_that_would_not_start() -> None:
+    with pytest.raises(ValueError, match=r"simulate_devices\(100000\): too many .* at most 512"):
+        device.simulate_devices(100000)  # refused before JAX is touched
+
+
+def test_setup_refuses_zero_devices_instead_of_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    from labkit.runtime import bootstrap
+
+    monkeypatch.setattr(device, "detect_host", lambda: "local")
+    with pytest.raises(ValueError, match="positive integer device count, got 0"):
+        bootstrap.setup(cpu_devices=0)
 
 
 def test_torch_device_on_this_machine() -> None:
