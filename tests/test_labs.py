@@ -7,6 +7,7 @@ part of the README's test command).
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -112,7 +113,20 @@ def test_long_cell_check_can_fail() -> None:
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("run")
-    return runner.run([], "auto", out, timeout_s=900, directory=ROOT / "labs")
+    scratch = tmp_path_factory.mktemp("kernel-tmp")  # the kernels' TMPDIR: what the labs leave there is checked
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(scratch)
+    try:
+        report = runner.run([], "auto", out, timeout_s=900, directory=ROOT / "labs")
+    finally:
+        os.environ.pop("TMPDIR") if before is None else os.environ.__setitem__("TMPDIR", before)
+    return report | {"kernel_tmpdir": str(scratch)}
+
+
+def test_labs_leave_no_scratch_folders_behind(smoke_run: dict) -> None:
+    """Labs 03 and 05 used to leave a folder in /tmp per run (a few MB each): a TemporaryDirectory goes with the kernel."""
+    left = sorted(p.name for p in Path(smoke_run["kernel_tmpdir"]).iterdir() if p.name.startswith(("lab0", "labkit")))
+    assert not left, f"the labs left these in their TMPDIR: {left}"
 
 
 @pytest.mark.parametrize("lab", LABS, ids=lambda p: p.stem)

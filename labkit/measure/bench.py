@@ -211,10 +211,14 @@ class Confirmed:
     holds: bool  # whether the claim holds on ``values``
 
     def __str__(self) -> str:
-        verdict = "holds" if self.holds else "does NOT hold"
+        if not self.holds:  # every attempt kept each point's best, and the claim still failed
+            return f"claim does NOT hold after {self.attempts} measurement(s), each point at its best: {self._shown()}"
         # A re-measured claim: noise hid a real effect at first -- or, with no effect, made it hold by chance.
         extra = "" if self.attempts == 1 else f" (on measurement {self.attempts}: noise hid it at first, or made it)"
-        return f"claim {verdict}{extra}"
+        return f"claim holds{extra}"
+
+    def _shown(self) -> str:
+        return ", ".join(f"{v:.4g}" for v in self.values)
 
 
 def confirm(

@@ -166,7 +166,9 @@ def test_confirm_reports_a_false_claim_after_every_attempt() -> None:
 
     got = bench.confirm(measure, lambda v: v[1] > v[0], higher_is_better=False, attempts=4)
     assert not got.holds and got.attempts == 4 and len(calls) == 4 and got.values == (2.0, 1.0)
-    assert "does NOT hold" in str(got)
+    assert str(got) == "claim does NOT hold after 4 measurement(s), each point at its best: 2, 1"
+    held = bench.confirm(iter([(1.0, 1.0), (1.0, 2.0)]).__next__, lambda v: v[1] > v[0])
+    assert str(held) == "claim holds (on measurement 2: noise hid it at first, or made it)"
 
 
 def test_confirm_favours_the_claim_unless_it_asks_for_a_margin() -> None:
