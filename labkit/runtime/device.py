@@ -323,6 +323,8 @@ def torch_sync(device: Any) -> Callable[[], None]:
 
     kind = torch_kind(device)
     if kind == "cuda":
+        if not torch.cuda.is_available():  # else torch's own "Torch not compiled with CUDA" assertion, mid-timing
+            raise RuntimeError(f"device={device!r}, but this torch sees no CUDA GPU; use device.torch_device() or 'cpu'")
         return torch.cuda.synchronize
     if kind == "xla":
         import torch_xla

@@ -334,3 +334,11 @@ def test_serving_device_is_the_gpu_or_the_host_never_torch_xla(monkeypatch: pyte
     monkeypatch.setattr(torch.cuda, "is_available", lambda: kind == "cuda")  # torch_device("cuda") checks it
     monkeypatch.setattr(device, "xla_device", lambda: pytest.fail("serving_device asked torch-xla for a device"))
     assert device.serving_device() == torch.device(served)
+
+
+def test_timing_on_cuda_without_cuda_says_what_to_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # this machine, or a CPU-only torch wheel
+    with pytest.raises(RuntimeError, match=r"device='cuda', but this torch sees no CUDA GPU; use device.torch_device"):
+        device.torch_sync("cuda")
