@@ -19,18 +19,21 @@ is one shard (D/n), a reduction's is D: :attr:`Collective.array_bytes` undoes th
 
 Cost model (:func:`ring_bytes`, :func:`link_for`, :func:`comm_time`): bytes sent / the bandwidth
 each device pushes into the ring (``labkit.runtime.hardware`` ``link_gbs``); real topologies are
-priced in :mod:`labkit.sharding.topology`.
-Bandwidth only: per-hop latency (~µs) dominates KB-sized arrays, so small-model predictions are
-lower bounds.
+priced in :mod:`labkit.sharding.topology`. Bandwidth only: per-hop latency (~µs) dominates KB-sized
+arrays, so small-model predictions are lower bounds.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+import numpy as np
+
+from labkit.gpt.data import check_count, check_real
 from labkit.runtime import hardware
 from labkit.sharding import hlo_text, op_names
 
@@ -104,8 +107,8 @@ class Collective:
         groups = self.replica_groups
         g = str([list(x) for x in groups[:2]])[:-1] + (", ...]" if len(groups) > 2 else "]")
         return {"kind": self.kind, "reduction": self.reduce_op, "compiled as": self.compiled_as,
-                "operand shape": self.shape, "dtype": self.dtype, "array bytes D": self.array_bytes, "n": self.group_size,
-                "replica groups": g, "bytes sent": self.ring_bytes, "from": self.origin}
+                "operand shape": self.shape, "dtype": self.dtype, "array bytes D": self.array_bytes,
+                "n": self.group_size, "replica groups": g, "bytes sent": self.ring_bytes, "from": self.origin}
 
 
 SENT = ("bytes sent = bytes each device sends per collective, ring algorithm, D = the full array: "
@@ -116,7 +119,8 @@ def bytes_sent(kind: str, array_bytes: float, n: int) -> float:
     """Bytes one device sends in a ring collective of kind over n devices about a D-byte array (Lab 03)."""
     if kind not in KINDS:
         raise ValueError(f"unknown collective {kind!r}; known: {', '.join(KINDS)}")
-    if n <= 1:
+    array_bytes = check_real(array_bytes, "array_bytes", 0, closed="low", hint="; D in bytes, e.g. 2**30")
+    if check_count(n, "n", 1, example=8) == 1:  # n: devices in the group; one device sends nothing
         return 0.0
     return {
         "all-reduce": 2 * (n - 1) / n * array_bytes,  # reduce-scatter then all-gather
@@ -128,8 +132,8 @@ def bytes_sent(kind: str, array_bytes: float, n: int) -> float:
 
 
 def ring_bytes(kind: str, nbytes: float, n: int) -> float:
-    """Bytes one device sends in a ring collective, from the HLO *operand* bytes (Lab 03)."""
-    # The HLO operand of an all-gather is one shard (D / n); of every other kind it is D.
+    """Bytes one device sends in a ring collective, from the HLO *operand* bytes (all-gather's: D / n) (Lab 03)."""
+    nbytes = check_real(nbytes, "nbytes (HLO operand bytes)", 0, closed="low")  # a str * n would repeat the str
     return bytes_sent(kind, nbytes * n if kind == "all-gather" else nbytes, n)
 
 
@@ -157,13 +161,10 @@ def parse_replica_groups(attrs: str, n_devices: int | None = None) -> tuple[tupl
         return groups or ((tuple(range(n_devices)),) if n_devices else ())
     m = re.search(r"replica_groups=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", attrs)
     if m:
-        import numpy as np
-
-        out_dims = [int(v) for v in m[1].split(",")]
         ids = np.arange(math.prod(int(v) for v in m[2].split(","))).reshape([int(v) for v in m[2].split(",")])
         if m[3]:
             ids = ids.transpose([int(v) for v in m[3].split(",")])
-        return tuple(tuple(int(v) for v in row) for row in ids.reshape(-1, out_dims[-1]))
+        return tuple(tuple(int(v) for v in row) for row in ids.reshape(-1, int(m[1].split(",")[-1])))
     m = re.search(r"replica_groups=mesh\[(.*?)\](?:\s*device_ids=\(?([\d,]+)\)?)?\s*\{(.*?)\}", attrs)
     if m:
         return _mesh_groups(m[1], m[2], m[3])
@@ -172,8 +173,6 @@ def parse_replica_groups(attrs: str, n_devices: int | None = None) -> tuple[tupl
 
 def _mesh_groups(mesh_text: str, device_ids: str | None, axes_text: str) -> tuple[tuple[int, ...], ...]:
     """Shardy's mesh['a'=2,'b'=4] {'b'} spelling: group devices that differ only along 'b'."""
-    import numpy as np
-
     names = re.findall(r"'([^']+)'=(\d+)", mesh_text)
     sizes = [int(s) for _, s in names]
     ids = np.array([int(v) for v in device_ids.split(",")]) if device_ids else np.arange(math.prod(sizes))
@@ -200,9 +199,36 @@ def reduce_op(attrs: str, comps: dict[str, str]) -> str:
     return REDUCE_OPS.get(root[1], root[1]) if root else ""
 
 
+def hlo_of(compiled: Any, what: str = "collectives") -> str:
+    """HLO text of a compiled program (``f.lower(args).compile()``) or HLO text; TypeError with the fix (Lab 03)."""
+    fix = f"{what}: pass f.lower(args).compile() (a Compiled) or its .as_text(), got"
+    # A Lowered's HLO is from before the partitioner: no collectives yet. (jax is loaded if compiled is one.)
+    if isinstance(compiled, getattr(sys.modules.get("jax.stages"), "Lowered", ())):
+        raise TypeError(f"{fix} a Lowered (f.lower(args)): call .compile() first")
+    text = compiled.as_text() if callable(getattr(compiled, "as_text", None)) else compiled
+    if not isinstance(text, str):
+        how = " (call .lower(args).compile() on it first)" if hasattr(compiled, "lower") else ""
+        raise TypeError(f"{fix} {repr(compiled)[:60]} ({type(compiled).__name__}){how}")
+    if "HloModule" not in text:
+        raise ValueError(f"{fix} {text[:60]!r}: not HLO module text (no 'HloModule' header)")
+    return text
+
+
+def check_table(table: Any, kind: str | None = None) -> list[Collective]:
+    """The rows of ``table`` (a list of Collective: ``collectives(compiled)``) of ``kind`` (None: all) (Lab 03)."""
+    rows = None if isinstance(table, (str, bytes)) or not isinstance(table, Iterable) else list(table)
+    bad = table if rows is None else next((c for c in rows if not isinstance(c, Collective)), None)
+    if rows is None or bad is not None:
+        raise TypeError(f"a collectives table is a list of Collective, e.g. collectives(f.lower(args).compile()); got "
+                        f"{repr(bad)[:60]} ({type(bad).__name__}){' in the list' if rows is not None else ''}")
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"unknown collective kind {kind!r}; known: {', '.join(KINDS)} (or None for all)")
+    return [c for c in rows if kind is None or c.kind == kind]
+
+
 def collectives(compiled: Any, n_devices: int | None = None) -> list[Collective]:
     """Every collective in a compiled program (or its HLO text), one row per array (Lab 03)."""
-    text = compiled if isinstance(compiled, str) else compiled.as_text()
+    text = hlo_of(compiled, "collectives")
     if n_devices is None:
         m = re.search(r"num_partitions=(\d+)", text)
         n_devices = int(m[1]) if m else None
@@ -248,7 +274,7 @@ def schedule(compiled: Any) -> list[tuple[str, str, str]]:
     A compiled module is scheduled (``is_scheduled=true``): its text lists the entry
     computation's instructions in execution order, which is what decides what is alive at once.
     """
-    text = compiled if isinstance(compiled, str) else compiled.as_text()
+    text = hlo_of(compiled, "schedule")
     entry = hlo_text.entry_name(text)
     if entry is None:
         raise ValueError("no ENTRY computation in this HLO text: pass compiled.as_text() of a compiled program")
@@ -269,7 +295,7 @@ def summarize(table: Iterable[Collective], detail: bool = False) -> list[dict[st
     """
     rows: dict[tuple, dict[str, Any]] = {}
     calls: dict[tuple, set[str]] = {}
-    for c in table:
+    for c in check_table(table):
         key = (KINDS.index(c.kind),) + ((c.reduce_op, c.compiled_as, c.shape, c.dtype, c.group_size, c.origin)
                                         if detail else ())
         head = {"kind": c.kind} | ({"reduction": c.reduce_op, "compiled as": c.compiled_as, "operand shape": c.shape,
@@ -287,48 +313,46 @@ def summarize(table: Iterable[Collective], detail: bool = False) -> list[dict[st
 
 def calls(table: Iterable[Collective], kind: str | None = None) -> int:
     """Collective calls (HLO instructions) in a table, optionally of arrays of one kind (Lab 03)."""
-    return len({c.call for c in table if kind is None or c.kind == kind})
+    return len({c.call for c in check_table(table, kind)})
 
 
 def total_bytes(table: Iterable[Collective], kind: str | None = None) -> int:
     """Sum of HLO operand bytes per device (shards for all-gathers: not a cost; see sent_bytes) (Lab 03)."""
-    return sum(c.bytes for c in table if kind is None or c.kind == kind)
+    return sum(c.bytes for c in check_table(table, kind))
 
 
 def sent_per_call(table: Iterable[Collective]) -> dict[str, float]:
     """(Lab 03) Bytes sent per collective *call*: the arrays of one tuple all-reduce ("name[i]") share one call."""
     out: dict[str, float] = {}
-    for c in table:
+    for c in check_table(table):
         out[c.call] = out.get(c.call, 0.0) + c.ring_bytes
     return out
 
 
 def sent_bytes(table: Iterable[Collective], kind: str | None = None) -> float:
     """Bytes each device sends per step, ring algorithm (the one definition, SENT) (Lab 03)."""
-    return sum(c.ring_bytes for c in table if kind is None or c.kind == kind)
+    return sum(c.ring_bytes for c in check_table(table, kind))
 
 
 def compiled_sent_bytes(table: Iterable[Collective], kind: str | None = None) -> float:
     """Bytes each device sends per step as compiled (an emulated reduce-scatter: an all-reduce's) (Lab 03)."""
-    return sum(c.compiled_ring_bytes for c in table if kind is None or c.kind == kind)
+    return sum(c.compiled_ring_bytes for c in check_table(table, kind))
 
 
 def array_bytes(table: Iterable[Collective], kind: str | None = None) -> int:
     """Sum of the full arrays D the collectives are about, optionally of one kind (Lab 03)."""
-    return sum(c.array_bytes for c in table if kind is None or c.kind == kind)
+    return sum(c.array_bytes for c in check_table(table, kind))
 
 
 def kinds(table: Iterable[Collective]) -> dict[str, int]:
     """{kind: count} of a collectives table, in KINDS order (Lab 03)."""
     counts = {k: 0 for k in KINDS}
-    for c in table:
+    for c in check_table(table):
         counts[c.kind] += 1
     return {k: v for k, v in counts.items() if v}
 
 
-# --------------------------------------------------------------------------------------
-# Ring cost model
-# --------------------------------------------------------------------------------------
+# -------------------------------------------------------------------------------------- Ring cost model
 
 ALGORITHMS = ("ring", "bidirectional ring")
 
@@ -373,4 +397,4 @@ def ring_time(kind: str, nbytes: float, n: int, link: Link) -> float:
 
 def comm_time(table: Iterable[Collective], link: Link) -> float:
     """Predicted seconds of communication per step: the sum over a collectives table (Lab 03)."""
-    return sum(ring_time(c.kind, c.bytes, c.group_size, link) for c in table)
+    return sum(ring_time(c.kind, c.bytes, c.group_size, link) for c in check_table(table))

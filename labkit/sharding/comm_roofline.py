@@ -21,12 +21,14 @@ large n, **b > C / W** — the scaling book's B/X > C/W_ici with W the bidirecti
 
 from __future__ import annotations
 
+import sys
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
+from labkit.gpt.data import check_count, check_real
 from labkit.runtime import hardware
 from labkit.sharding import topology
-from labkit.sharding.collectives import DTYPE_BYTES, Collective
+from labkit.sharding.collectives import DTYPE_BYTES, Collective, check_table
 
 SYSTEMS = {"v5e8": "TPU v5e-8", "h100x8": "8x H100 SXM"}  # record key -> topology name
 # Best large bf16 matmul measured on one chip, FLOP/s: Lab 00's full profile on one H100 80GB HBM3, as
@@ -67,7 +69,8 @@ class Roofline:
 
 def array_scale(table: Iterable[Collective], itemsize: int) -> float:
     """Factor from the compiled float arrays to itemsize bytes per element (one dtype only) (Lab 03)."""
-    sizes = {DTYPE_BYTES[c.dtype] for c in table if c.dtype in FLOAT_TYPES}
+    itemsize = check_count(itemsize, "itemsize (bytes per element)", example=2)
+    sizes = {DTYPE_BYTES[c.dtype] for c in check_table(table) if c.dtype in FLOAT_TYPES}
     if len(sizes) > 1:
         raise ValueError(f"collectives in several float widths {sorted(sizes)}: price them one by one")
     return itemsize / sizes.pop() if sizes else 1.0
@@ -75,6 +78,11 @@ def array_scale(table: Iterable[Collective], itemsize: int) -> float:
 
 def flops_per_device(compiled: Any) -> float:
     """FLOPs one device runs per step, from the compiled program's cost analysis (Lab 03)."""
+    lowered = getattr(sys.modules.get("jax.stages"), "Lowered", ())  # a Lowered counts the unpartitioned program
+    if isinstance(compiled, lowered) or not callable(getattr(compiled, "cost_analysis", None)):
+        then = ": call .compile() first" if hasattr(compiled, "compile") else ""
+        raise TypeError(f"flops_per_device: pass f.lower(args).compile() (a Compiled), got {repr(compiled)[:60]} "
+                        f"({type(compiled).__name__}){then}")
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     if not cost or "flops" not in cost:
@@ -86,6 +94,7 @@ def roofline(strategy: str, table: list[Collective], flops: float, system: str,
              itemsize: int = 2, dtype: str = "bf16") -> Roofline:
     """Compute vs communication of one compiled step on one system, per device (Lab 03)."""
     topo = topology.get(system)
+    flops = check_real(flops, "flops (per device per step)", 0, hint="; e.g. flops_per_device(compiled)")
     chip = hardware.CHIPS[topo.chip]
     peak = chip.peak(dtype)
     if peak is None:
@@ -103,15 +112,22 @@ def dp_critical_batch(peak_flops: float, egress_bytes_s: float, n: int, bytes_pe
     k = 4 counts the backward pass only (its all-reduce can hide behind it: the scaling book's
     convention); k = 6 counts the whole step.
     """
-    if n <= 1:
+    peak_flops = check_real(peak_flops, "peak_flops", 0, hint=" FLOP/s; e.g. 197e12 for a TPU v5e (bf16)")
+    egress_bytes_s = check_real(egress_bytes_s, "egress_bytes_s", 0, hint=" bytes/s; e.g. 100e9 (a TPU v5e-8)")
+    bytes_per_param = check_real(bytes_per_param, "bytes_per_param", 0, hint="; e.g. 2 for bf16 gradients")
+    k = check_real(flops_per_param_token, "flops_per_param_token", 0, hint="; 4 (backward pass) or 6 (whole step)")
+    if check_count(n, "n", example=8) == 1:  # 2(n-1)/n = 0: one device all-reduces nothing
         return 0.0
-    return 2 * (n - 1) / n * bytes_per_param / flops_per_param_token * peak_flops / egress_bytes_s
+    return 2 * (n - 1) / n * bytes_per_param / k * peak_flops / egress_bytes_s
 
 
 def train_flops_per_token(n_params: int, n_layer: int, seq_len: int, d_model: int) -> float:
     """FLOPs of one training step (forward + backward) per token: 6N + 12·L·s·d (Lab 03)."""
     # Forward: a multiply-add (2 FLOPs) per weight per token, 2N; per layer QKᵀ and A·V, 2·s·d each
     # (the full s x s scores: a causal mask computes them too). Backward: twice the forward.
+    for name, v, eg in (("n_params", n_params, 10**9), ("n_layer", n_layer, 12),
+                        ("seq_len", seq_len, 1024), ("d_model", d_model, 768)):
+        check_count(v, name, example=eg)  # all sizes >= 1: a negative one would still give a number
     return 6 * n_params + 12 * n_layer * seq_len * d_model
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from labkit.gpt.config import GPTConfig
+from labkit.gpt.data import check_count
 from labkit.runtime import compile_options
 from labkit.sharding import collectives as coll
 from labkit.sharding import layouts as sharding
@@ -125,18 +126,24 @@ def zero3_bytes(cfg: GPTConfig, n: int = 8) -> dict[str, float]:
     every parameter of a wrapped module). Left out of the count: ``wpe``, whose gradient is the
     incoming gradient summed over the batch and needs no weight, and the LayerNorm gains, which the
     backward pass needs (dx depends on them) and which both schedules gather for it: 1-D, a few KiB.
+    Every sent figure is (n-1)/n times a byte count, so "ratio" does not depend on n; n = 1 (nothing
+    sharded) sends 0 bytes in both schedules and keeps that ratio.
     """
+    if not isinstance(cfg, GPTConfig):
+        raise TypeError(f"cfg must be a GPTConfig (e.g. labkit.gpt.config.CONFIGS['test']), got {repr(cfg)[:60]} "
+                        f"({type(cfg).__name__})")
+    n = check_count(n, "n", example=8)  # devices the parameters are sharded over
     shapes = st.param_shapes(cfg)
     nbytes = {k: 4 * int(np.prod(s)) for k, s in shapes.items()}  # fp32 bytes per parameter
     share = (n - 1) / n  # ring all-gather / reduce-scatter: each device sends (n-1)/n of the array
     param_bytes = sum(nbytes.values())  # ZeRO's Ψ
-    psi_sent = share * param_bytes  # Ψ' : one gather (or reduce-scatter) of every parameter, as sent
-    wte = share * nbytes["wte"]  # the tied embedding, once, as sent
-    matmul = share * sum(v for k, v in nbytes.items() if len(shapes[k]) >= 2 and k != "wpe")  # as sent
-    kept = 2 * psi_sent + 2 * wte  # gather + reduce-scatter Ψ'; wte: a 2nd gather (head) and reduce-scatter
-    regather = 2 * psi_sent + wte + matmul  # one shared wte gather, its 2nd reduce-scatter, the re-gathers
-    return {"param_bytes": param_bytes, "psi_sent": psi_sent, "wte": wte, "matmul": matmul, "kept": kept,
-            "regather": regather, "ratio": regather / kept}
+    wte_b = nbytes["wte"]  # the tied embedding
+    matmul_b = sum(v for k, v in nbytes.items() if len(shapes[k]) >= 2 and k != "wpe")  # the re-gathered weights
+    kept = 2 * param_bytes + 2 * wte_b  # gather + reduce-scatter Ψ; wte: a 2nd gather (head) and reduce-scatter
+    regather = 2 * param_bytes + wte_b + matmul_b  # one shared wte gather, its 2nd reduce-scatter, the re-gathers
+    return {"param_bytes": param_bytes, "psi_sent": share * param_bytes,  # Ψ' : one gather of every parameter, as sent
+            "wte": share * wte_b, "matmul": share * matmul_b, "kept": share * kept, "regather": share * regather,
+            "ratio": regather / kept}
 
 
 def _is_regather(c: coll.Collective) -> bool:
@@ -149,8 +156,8 @@ def gathers_in_backward(compiled: Any, table: list[coll.Collective] | None = Non
     """(weight re-gathers that run after the forward pass's last matmul, all weight re-gathers) (Lab 03).
 
     A re-gather is an all-gather of a matrix (>= 2-D: a matmul weight; LayerNorm gains are 1-D)
-    that the backward pass asked for (``transpose(`` in its JAX op_name: :attr:`Collective.phase`); where it sits comes from
-    the compiled schedule (the order buffer assignment, hence the peak, is computed for). Every
+    that the backward pass asked for (``transpose(`` in its JAX op_name: :attr:`Collective.phase`); where it
+    sits comes from the compiled schedule (the order buffer assignment, hence the peak, is computed for). Every
     forward matmul feeds the loss (nothing is rematerialised here), so the last one marks where
     the forward pass ends. ``table``: the program's :func:`collectives`, if already read.
     """
@@ -159,7 +166,7 @@ def gathers_in_backward(compiled: Any, table: list[coll.Collective] | None = Non
     forward_dots = [i for i, (_, op, name) in enumerate(seq) if "jvp(" in name and "transpose(" not in name
                     and not op.startswith("all-gather") and name.endswith("dot_general")]
     end = forward_dots[-1] if forward_dots else -1
-    table = coll.collectives(compiled) if table is None else table
+    table = coll.collectives(compiled) if table is None else coll.check_table(table)
     regathers = [at[c.name] for c in table if _is_regather(c) and c.name in at]
     return sum(i > end for i in regathers), len(regathers)
 
@@ -172,10 +179,10 @@ def gathers_per_param(compiled: Any, table: list[coll.Collective] | None = None)
     """
     from labkit.sharding import hlo_text
 
-    text = compiled if isinstance(compiled, str) else compiled.as_text()
+    text = coll.hlo_of(compiled, "gathers_per_param")
     instrs, _, _ = hlo_text.parse_module(text)
     out: dict[str, list[str]] = {}
-    for c in coll.collectives(text) if table is None else table:
+    for c in coll.collectives(text) if table is None else coll.check_table(table):
         if c.kind == "all-gather":
             for o in instrs[c.name]["operands"]:
                 out.setdefault(hlo_text.source_parameter(o, instrs) or "?", []).append(c.origin)

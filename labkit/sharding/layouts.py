@@ -15,8 +15,9 @@ let propagation do the rest, the way GSPMD was designed.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from labkit.runtime import device
 
@@ -58,9 +59,17 @@ def make_mesh(shape: Sequence[int], names: Sequence[str], axis_type: str = "auto
     Without ``devices``: the default backend's devices, or the simulated CPU devices when only
     they match the mesh size (one GPU or a single-chip TPU with 8 simulated CPUs).
     """
+    for arg, what, eg in (("shape", shape, "(8,) or (2, 4)"), ("names", names, "('data',) or ('data', 'model')")):
+        if isinstance(what, (str, bytes)) or not isinstance(what, Sequence):
+            raise TypeError(f"mesh {arg} must be a tuple like {eg}, got {what!r} ({type(what).__name__}); "
+                            "e.g. make_mesh((2, 4), ('data', 'model'))")
+        if not what:
+            raise ShardingError(f"mesh {arg} is empty; a mesh has at least one axis, e.g. {arg}={eg.split(' or ')[0]}")
     shape = tuple(check_int(s, f"mesh axis size (shape[{i}] of {tuple(shape)})",
                             fix="mesh axes hold whole devices, e.g. (8,) or (2, 4)") for i, s in enumerate(shape))
     names = tuple(names)
+    if not all(isinstance(a, str) and a for a in names):
+        raise TypeError(f"mesh axis names must be non-empty strings like ('data', 'model'), got {names!r}")
     jax = _jax()
     from jax.sharding import AxisType
 
@@ -76,10 +85,15 @@ def make_mesh(shape: Sequence[int], names: Sequence[str], axis_type: str = "auto
     if devices is None:  # the default backend's devices, else the simulated CPUs if they fit
         devs = jax.devices() if len(jax.devices()) == need or len(jax.devices("cpu")) != need \
             else jax.devices("cpu")
+    elif isinstance(devices, (str, bytes)) or not isinstance(devices, Iterable):
+        raise TypeError(f"devices must be a list of JAX devices (e.g. mesh_devices({need})) or None, got {devices!r}")
     else:
         devs = list(devices)
+    if not devs:
+        raise ShardingError(f"devices is empty: mesh {dict(zip(names, shape))} needs {need}; pass "
+                            f"mesh_devices({need}), or devices=None for the default backend's devices")
     if need != len(devs):
-        kind = devs[0].platform if devs else "?"
+        kind = getattr(devs[0], "platform", "?")
         fits = [f"({a}, {len(devs) // a})" for a in range(1, len(devs) + 1) if len(devs) % a == 0]
         raise ShardingError(
             f"mesh {dict(zip(names, shape))} needs {need} devices but {len(devs)} {kind} device(s) "
@@ -102,18 +116,26 @@ def _axis_size(mesh: Any, entry: Any) -> int:
     return math.prod(mesh.shape[n] for n in names)
 
 
+def _check_axes(name: str, spec: Any, mesh: Any) -> list[Any]:
+    """spec's entries (UNCONSTRAINED ones as None); ShardingError if one names an axis the mesh lacks."""
+    # (no jax import: shard_bytes is pure arithmetic; a spec holding UNCONSTRAINED means jax is loaded)
+    free = getattr(getattr(sys.modules.get("jax.sharding"), "PartitionSpec", None), "UNCONSTRAINED", None)
+    entries = [None if e is free else e for e in spec]
+    for n in (n for e in entries if e is not None for n in (e if isinstance(e, tuple) else (e,))):
+        if n not in mesh.shape:
+            raise ShardingError(f"{name}: layout {spec} names mesh axis {n!r}, but the mesh "
+                                f"has axes {tuple(mesh.shape)}")
+    return entries
+
+
 def check_divisible(name: str, shape: Sequence[int], spec: Any, mesh: Any) -> None:
     """Raise ShardingError naming array, dimension and mesh axis when a split is uneven (Lab 03)."""
     if len(spec) > len(shape):
         raise ShardingError(f"{name}: layout {spec} has {len(spec)} entries for a "
                             f"{len(shape)}-d array of shape {tuple(shape)}")
-    for dim, entry in enumerate(spec):
+    for dim, entry in enumerate(_check_axes(name, spec, mesh)):
         if entry is None:
             continue
-        for n in entry if isinstance(entry, tuple) else (entry,):
-            if n not in mesh.shape:
-                raise ShardingError(f"{name}: layout {spec} names mesh axis {n!r}, but the mesh "
-                                    f"has axes {tuple(mesh.shape)}")
         k = _axis_size(mesh, entry)
         if shape[dim] % k:
             raise ShardingError(
@@ -122,16 +144,35 @@ def check_divisible(name: str, shape: Sequence[int], spec: Any, mesh: Any) -> No
                 f"unsplit (None in the PartitionSpec)")
 
 
+def _check_mesh_spec(mesh: Any, spec: Any) -> None:
+    """TypeError unless mesh is a jax Mesh and spec a PartitionSpec, with the fix."""
+    from jax.sharding import AbstractMesh, Mesh, PartitionSpec
+
+    if not isinstance(mesh, (Mesh, AbstractMesh)):
+        raise TypeError(f"mesh must be a jax Mesh, e.g. make_mesh((8,), ('data',)) or strategy_mesh('dp'), "
+                        f"got {repr(mesh)[:60]} ({type(mesh).__name__})")
+    if not isinstance(spec, PartitionSpec):
+        eg = f"spec_of{tuple(spec)!r}" if isinstance(spec, (tuple, list)) else "spec_of('data', None)"
+        raise TypeError(f"spec must be a PartitionSpec from spec_of(...), got {spec!r} ({type(spec).__name__}); "
+                        f"e.g. {eg}")
+
+
 def named(mesh: Any, spec: Any) -> Any:
-    """``NamedSharding(mesh, spec)`` (Lab 03)."""
+    """``NamedSharding(mesh, spec)``, spec's axes checked against the mesh like :func:`place` (Lab 03)."""
     from jax.sharding import NamedSharding
 
+    _check_mesh_spec(mesh, spec)
+    _check_axes("named", spec, mesh)
     return NamedSharding(mesh, spec)
 
 
 def place(x: Any, mesh: Any, spec: Any, name: str = "array") -> Any:
     """``device_put`` x with layout ``spec`` on ``mesh`` after the divisibility check (Lab 03)."""
-    check_divisible(name, x.shape, spec, mesh)
+    if not (hasattr(x, "shape") and hasattr(x, "dtype")):  # a list would be put as a pytree of scalars
+        raise TypeError(f"place: x ({name}) must be a numpy or jax array, got {repr(x)[:60]} ({type(x).__name__}); "
+                        f"e.g. np.asarray(x)")
+    _check_mesh_spec(mesh, spec)
+    check_divisible(name, x.shape, spec, mesh)  # names the array in its message
     return _jax().device_put(x, named(mesh, spec))
 
 
@@ -250,7 +291,8 @@ def mesh_devices(n: int | None = None) -> list[Any]:
     A single-chip Colab TPU or one GPU cannot hold an 8-device mesh, so the sharding labs fall
     back to the simulated CPU devices of labkit.setup(); a TPU v5e-8 uses its 8 chips.
     """
-    n = device.requested_cpu_devices() if n is None else check_int(n, "n (devices for the mesh)", fix="or None for the course default")
+    n = device.requested_cpu_devices() if n is None else check_int(n, "n (devices for the mesh)",
+                                                                   fix="or None for the course default")
     jax = _jax()
     devs = jax.devices()
     if len(devs) >= n:

@@ -23,8 +23,9 @@ import itertools
 import math
 from typing import Any, Iterable
 
+from labkit.gpt.data import check_count, check_real
 from labkit.runtime import systems
-from labkit.sharding.collectives import Collective, bytes_sent
+from labkit.sharding.collectives import KINDS, Collective, bytes_sent, check_table
 
 ALGORITHMS = ("ring", "bidirectional ring", "torus", "switch", "hierarchical")
 
@@ -33,7 +34,7 @@ def get(name: str | systems.Topology) -> systems.Topology:
     """The named topology of labkit.runtime.systems.TOPOLOGIES; ValueError listing them (Lab 03)."""
     if isinstance(name, systems.Topology):
         return name
-    if name not in systems.TOPOLOGIES:
+    if not isinstance(name, str) or name not in systems.TOPOLOGIES:
         raise ValueError(f"unknown topology {name!r}; known: {', '.join(systems.TOPOLOGIES)}")
     return systems.TOPOLOGIES[name]
 
@@ -91,7 +92,12 @@ def collective_time(kind: str, array_bytes: float, n: int, topo: str | systems.T
     ``algorithm="best"``: the fastest that applies. None if the algorithm does not apply here.
     """
     topo = get(topo)
-    if n <= 1:
+    if kind not in KINDS:
+        raise ValueError(f"unknown collective {kind!r}; known: {', '.join(KINDS)}")
+    if algorithm != "best" and algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be 'best' or one of {ALGORITHMS}, got {algorithm!r}")
+    array_bytes = check_real(array_bytes, "array_bytes", 0, closed="low", hint="; D in bytes, e.g. 2**30 for 1 GiB")
+    if check_count(n, "n", 1, example=topo.chips) == 1:  # n: chips in the group; a group of one sends nothing
         return 0.0
     if algorithm == "best":
         times = [t for a in ALGORITHMS if (t := collective_time(kind, array_bytes, n, topo, a)) is not None]
@@ -116,6 +122,8 @@ def price(topo: str | systems.Topology, kind: str, array_bytes: float,
     topo = get(topo)
     n = topo.chips if n is None else n
     times = {a: collective_time(kind, array_bytes, n, topo, a) for a in ALGORITHMS}
+    if all(t is None for t in times.values()):
+        raise ValueError(f"{topo.name}: no algorithm prices a group of n={n} chips; e.g. n={topo.chips}")
     best = min((a for a in times if times[a] is not None), key=times.get)
     return {"topology": topo.name, "chips": n, "kind": kind, **{f"{a} ms": None if t is None else t * 1e3
                                                                  for a, t in times.items()},
@@ -128,8 +136,9 @@ def table_time(table: Iterable[Collective], topo: str | systems.Topology,
 
     ``scale`` multiplies every array (e.g. 0.5: the fp32 arrays compiled here priced as bf16).
     """
+    scale = check_real(scale, "scale", 0, hint="; e.g. scale=0.5 prices fp32 arrays as bf16")
     total = 0.0
-    for c in table:
+    for c in check_table(table):
         if c.kind == "collective-permute":
             total += c.array_bytes * scale / (get(topo).link_gbs * 1e9)  # one hop, one link
         else:  # an all-to-all is priced by its bytes, like a ring (a torus's bisection can make it slower)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from labkit.sharding import collectives as C
@@ -236,6 +237,17 @@ out["a2a"] = {"kinds": C.kinds(t), "bytes": C.total_bytes(t)}
 mx = jax.jit(jax.shard_map(lambda a: jax.lax.pmax(a, "data"), mesh=mesh, in_specs=P("data"), out_specs=P()))
 t = C.collectives(mx.lower(np.ones(64, np.float32)).compile())
 out["pmax"] = [[c.kind, c.reduce_op] for c in t]
+
+# Bad input: a program not yet compiled (its HLO has no collectives yet), or not compiled at all.
+def err(fn):
+    try:
+        return f"no error: {fn()!r}"
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+out["errors"] = {"lowered": err(lambda: C.collectives(mx.lower(np.ones(64, np.float32)))),
+                 "jitted": err(lambda: C.collectives(mx)),
+                 "schedule_lowered": err(lambda: C.schedule(mx.lower(np.ones(64, np.float32)))),
+                 "compiled_as_table": err(lambda: C.kinds(mx.lower(np.ones(64, np.float32)).compile()))}
 print("RESULT" + json.dumps(out))
 """
 
@@ -273,6 +285,16 @@ def test_permute_and_all_to_all(compiled: dict) -> None:
     assert compiled["permute"] == {"kinds": {"collective-permute": 1}, "bytes": 8 * 4, "pairs": 8}
     assert set(compiled["a2a"]["kinds"]) == {"all-to-all"}
     assert compiled["a2a"]["bytes"] == math.prod((64, 64)) * 4 // 8
+
+
+def test_uncompiled_programs_are_refused_with_the_fix(compiled: dict) -> None:
+    e = compiled["errors"]
+    # A Lowered's HLO is the program before the partitioner: it would silently read as "no collectives".
+    assert e["lowered"].startswith("TypeError")
+    assert "got a Lowered (f.lower(args)): call .compile() first" in e["lowered"]
+    assert e["schedule_lowered"].startswith("TypeError") and "schedule: " in e["schedule_lowered"]
+    assert e["jitted"].startswith("TypeError") and "(call .lower(args).compile() on it first)" in e["jitted"]
+    assert e["compiled_as_table"].startswith("TypeError") and "list of Collective" in e["compiled_as_table"]
 
 
 def test_schedule_is_the_entry_computation_in_text_order() -> None:
@@ -334,3 +356,38 @@ ENTRY %main (param.3: f32[32,128], param.4: f32[16]) -> f32[] {
     assert hlo_text.source_parameter("nowhere", instrs) is None
     # ZeRO-3's re-gather reads the shard back out of an optimization barrier: element 0 is the weight
     assert hlo_text.source_parameter("gte.0", instrs) == "lnf_g" and hlo_text.source_parameter("gte.1", instrs) is None
+
+
+# ------------------------------------------------------------------ bad input is refused, naming the value
+
+
+@pytest.mark.parametrize(("call", "err", "match"), [
+    (lambda: C.bytes_sent("all-reduce", -1e6, 8), ValueError, r"array_bytes must be .*>= 0, got -1000000.0"),
+    (lambda: C.bytes_sent("all-reduce", float("nan"), 8), ValueError, r"array_bytes .*got nan"),
+    (lambda: C.bytes_sent("all-reduce", "1e6", 8), TypeError, r"array_bytes .*got '1e6' \(str\)"),
+    (lambda: C.bytes_sent("all-reduce", 1e6, 0), ValueError, r"n must be >= 1, got 0; e.g. n=8"),
+    (lambda: C.bytes_sent("all-reduce", 1e6, -4), ValueError, r"n must be >= 1, got -4"),
+    (lambda: C.bytes_sent("all-reduce", 1e6, 2.5), TypeError, r"n must be a whole number >= 1, got 2.5"),
+    (lambda: C.ring_bytes("all-gather", "1e6", 8), TypeError, r"nbytes \(HLO operand bytes\) .*got '1e6'"),
+    (lambda: C.collectives("not compiled"), ValueError, r"got 'not compiled': not HLO module text"),
+    (lambda: C.collectives(None), TypeError, r"collectives: pass f.lower\(args\).compile\(\) .*got None \(NoneType\)"),
+    (lambda: C.schedule(42), TypeError, r"schedule: .*got 42 \(int\)"),
+    (lambda: C.kinds("abc"), TypeError, r"list of Collective.*got 'abc' \(str\)"),
+    (lambda: C.kinds([1]), TypeError, r"got 1 \(int\) in the list"),
+    (lambda: C.sent_bytes(None), TypeError, r"list of Collective.*got None"),
+    (lambda: C.summarize(None), TypeError, r"list of Collective.*got None"),
+    (lambda: C.sent_bytes([], "allreduce"), ValueError, r"unknown collective kind 'allreduce'"),
+    (lambda: C.array_bytes([], "gather"), ValueError, r"unknown collective kind 'gather'"),
+])
+def test_bad_input_names_the_value(call, err: type, match: str) -> None:
+    with pytest.raises(err, match=match):
+        call()
+
+
+def test_edge_values_that_are_legal() -> None:
+    assert C.bytes_sent("all-reduce", 0, 8) == 0.0  # an empty array sends nothing
+    assert C.bytes_sent("all-gather", 1000, 1) == 0.0  # a group of one sends nothing
+    assert C.bytes_sent("all-reduce", 1000, np.int64(4)) == 1500  # numpy counts are counts
+    table = C.collectives(MIXED)
+    assert C.sent_bytes(iter(table)) == C.sent_bytes(table) and C.kinds(()) == {}  # any iterable of rows
+    assert C.sent_bytes(table, "all-to-all") == sum(c.ring_bytes for c in table if c.kind == "all-to-all")

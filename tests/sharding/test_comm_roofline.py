@@ -75,3 +75,51 @@ def test_the_reference_peak_is_the_committed_h100_measurement() -> None:
     report = json.loads((Path(__file__).parents[2] / "benchmarks/nvidia-h100-80gb-hbm3/report.json").read_text())
     lab00 = next(lab for lab in report["labs"] if lab["name"].startswith("00"))
     assert R.MEASURED_PEAK["NVIDIA H100 SXM"] == round(lab00["metrics"]["matmul_tflops_measured"]) * 1e12
+
+
+# ------------------------------------------------------------------ bad numbers are refused, not divided
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(("call", "err", "match"), [
+    (lambda: R.dp_critical_batch(1e15, -1e11, 8), ValueError, r"egress_bytes_s must be a finite number > 0, got -1"),
+    (lambda: R.dp_critical_batch(1e15, 0, 8), ValueError, r"egress_bytes_s must be a finite number > 0, got 0 bytes/s"),
+    (lambda: R.dp_critical_batch(NAN, 1e11, 8), ValueError, r"peak_flops .*got nan"),
+    (lambda: R.dp_critical_batch(1e15, 1e11, 0), ValueError, r"n must be >= 1, got 0; e.g. n=8"),
+    (lambda: R.dp_critical_batch(1e15, 1e11, 2.5), TypeError, r"n must be a whole number >= 1, got 2.5"),
+    (lambda: R.dp_critical_batch(1e15, 1e11, 8, bytes_per_param=-2), ValueError, r"bytes_per_param .*got -2"),
+    (lambda: R.dp_critical_batch(1e15, 1e11, 8, flops_per_param_token=0), ValueError, r"flops_per_param_token .*got 0"),
+    (lambda: R.dp_critical_batch("1e15", 1e11, 8), TypeError, r"peak_flops .*got '1e15' \(str\)"),
+    (lambda: R.train_flops_per_token(-1, 2, 32, 64), ValueError, r"n_params must be >= 1, got -1"),
+    (lambda: R.train_flops_per_token(1000, 0, 32, 64), ValueError, r"n_layer must be >= 1, got 0"),
+    (lambda: R.train_flops_per_token(1000, 2, -32, 64), ValueError, r"seq_len must be >= 1, got -32"),
+    (lambda: R.train_flops_per_token(1000, 2, 32, 64.5), TypeError, r"d_model must be a whole number >= 1, got 64.5"),
+    (lambda: R.roofline("dp", [_ar(800)], 0, "TPU v5e-8"), ValueError, r"flops \(per device per step\) .*got 0"),
+    (lambda: R.roofline("dp", [_ar(800)], 1e9, "TPU v5e-8", itemsize=0), ValueError, r"itemsize .*got 0"),
+    (lambda: R.array_scale(None, 2), TypeError, r"list of Collective.*got None"),
+    (lambda: R.flops_per_device(None), TypeError, r"flops_per_device: pass f.lower\(args\).compile\(\).*got None"),
+])
+def test_bad_input_names_the_value(call, err: type, match: str) -> None:
+    with pytest.raises(err, match=match):
+        call()
+
+
+def test_a_lowered_program_is_not_counted() -> None:
+    """A Lowered's cost_analysis() counts the program before the partitioner splits it: refused, with the fix."""
+    from tests.conftest import run_result
+
+    res = run_result(r"""
+import json
+import jax, numpy as np
+from labkit.sharding import comm_roofline as R
+lowered = jax.jit(lambda a: a @ a).lower(np.ones((8, 8), np.float32))
+try:
+    R.flops_per_device(lowered)
+    out = "no error"
+except TypeError as e:
+    out = str(e)
+print("RESULT" + json.dumps({"error": out, "compiled": R.flops_per_device(lowered.compile())}))
+""", timeout=120)
+    assert "(Lowered): call .compile() first" in res["error"]
+    assert res["compiled"] > 0

@@ -151,3 +151,53 @@ def test_gathers_counted_per_parameter_from_the_hlo(result: dict) -> None:
     # regather: every matmul weight gathered again for the backward; the LayerNorm gains as in kept.
     assert all(len(regather[k]) == 2 for k in matmul) and all(len(regather[k]) == 2 for k in gains)
     assert len(regather["wte"]) == 2 and len(regather["wpe"]) == 1
+
+
+# ------------------------------------------------------------------ bad input is refused, naming the value
+
+
+def _cfg():
+    from labkit.gpt.config import GPTConfig
+
+    return GPTConfig(vocab_size=256, seq_len=32, n_layer=2, n_head=8, d_model=128)
+
+
+@pytest.mark.parametrize(("n", "err", "match"), [
+    (-8, ValueError, r"n must be >= 1, got -8; e.g. n=8"),
+    (0, ValueError, r"n must be >= 1, got 0"),
+    (2.5, TypeError, r"n must be a whole number >= 1, got 2.5"),
+    ("8", TypeError, r"n must be a whole number >= 1, got '8'"),
+])
+def test_zero3_bytes_refuses_bad_device_counts(n, err: type, match: str) -> None:
+    from labkit.sharding import fsdp_schedule as F
+
+    with pytest.raises(err, match=match):
+        F.zero3_bytes(_cfg(), n)
+
+
+def test_zero3_bytes_names_the_config_type() -> None:
+    from labkit.sharding import fsdp_schedule as F
+
+    with pytest.raises(TypeError, match=r"cfg must be a GPTConfig .*got None \(NoneType\)"):
+        F.zero3_bytes(None, 8)
+    with pytest.raises(TypeError, match=r"cfg must be a GPTConfig .*got \{'d_model': 128\} \(dict\)"):
+        F.zero3_bytes({"d_model": 128}, 8)
+
+
+def test_zero3_bytes_on_one_device_sends_nothing() -> None:
+    # Every sent figure is (n-1)/n x bytes: 0 on one device, and the ratio (the same for every n) is kept.
+    from labkit.sharding import fsdp_schedule as F
+
+    one, eight, two = F.zero3_bytes(_cfg(), 1), F.zero3_bytes(_cfg(), 8), F.zero3_bytes(_cfg(), 2)
+    assert one["kept"] == one["regather"] == one["psi_sent"] == 0.0 and one["param_bytes"] == 1_725_440
+    assert one["ratio"] == eight["ratio"] == two["ratio"] == pytest.approx(eight["regather"] / eight["kept"])
+    assert two["kept"] == pytest.approx(eight["kept"] * (1 / 2) / (7 / 8))
+
+
+def test_per_param_gathers_refuse_what_is_not_a_program() -> None:
+    from labkit.sharding import fsdp_schedule as F
+
+    with pytest.raises(TypeError, match=r"gathers_per_param: pass f.lower\(args\).compile\(\).*got None"):
+        F.gathers_per_param(None)
+    with pytest.raises(TypeError, match=r"list of Collective.*got 'abc'"):
+        F.gathers_in_backward("HloModule m\n\nENTRY %main () -> f32[] {\n  ROOT %r = f32[] constant(0)\n}\n", "abc")

@@ -6,6 +6,7 @@ start-up), and reports JSON; the tests below assert on it. Pure-Python checks ru
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from labkit.sharding import layouts as sharding
@@ -82,6 +83,8 @@ err("mesh_size", lambda: S.make_mesh((4, 4), ("data", "model")))
 err("mesh_names", lambda: S.make_mesh((2, 4), ("data",)))
 err("non_divisible", lambda: S.place(np.ones((10, 16), np.float32), ma, S.spec_of("model", None), name="tokens"))
 err("unknown_axis", lambda: S.check_divisible("w", (8, 8), S.spec_of("expert", None), ma))
+err("named_unknown_axis", lambda: S.named(ma, S.spec_of("dta")))
+err("place_tuple_spec", lambda: S.place(np.ones((8, 16), np.float32), ma, ("data", None)))
 err("tp_heads", lambda: st.build_step(GPTConfig(vocab_size=256, seq_len=16, n_layer=1, n_head=4, d_model=32), "tp"))
 err("too_late", lambda: S.simulate(4))
 err("same_count_ok", lambda: S.simulate(8))
@@ -156,6 +159,8 @@ def test_bad_input_errors(res: dict) -> None:
     assert "2 axes but 1 names" in e["mesh_names"]
     assert "array 'tokens' dim 0 (size 10) is not divisible by mesh axis 'model' (size 4)" in e["non_divisible"]
     assert "'expert'" in e["unknown_axis"]
+    assert e["named_unknown_axis"].startswith("ShardingError") and "names mesh axis 'dta'" in e["named_unknown_axis"]
+    assert e["place_tuple_spec"].startswith("TypeError") and "spec_of('data', None)" in e["place_tuple_spec"]
     assert "n_head=4" in e["tp_heads"] and "dp_tp" in e["tp_heads"]
     assert e["too_late"].startswith("RuntimeError") and "already initialised" in e["too_late"]
     assert e["same_count_ok"] is None
@@ -287,3 +292,59 @@ def test_mesh_devices_on_one_gpu_falls_back_to_the_simulated_cpus(monkeypatch: p
     monkeypatch.setattr(sharding, "_jax", lambda: _FakeJax(gpu, _devs("cpu", 1)))
     with pytest.raises(sharding.ShardingError, match=r"need 8 devices .* has 1 gpu and 1 CPU device\(s\).*cpu_devices=8"):
         sharding.mesh_devices(8)
+
+
+# ------------------------------------------------------------------ meshes and layouts of the wrong type
+
+
+def _abstract_mesh():
+    """A (data 2, model 4) mesh without devices: named() and place()'s checks run without starting JAX."""
+    from jax.sharding import AbstractMesh
+
+    return AbstractMesh((2, 4), ("data", "model"))
+
+
+_SE, _P = sharding.ShardingError, sharding.spec_of
+
+
+@pytest.mark.parametrize(("call", "err", "match"), [
+    (lambda: sharding.make_mesh(8, ("data",), "auto", _devs("cpu", 8)), TypeError,
+     r"mesh shape must be a tuple like \(8,\).*got 8 \(int\)"),
+    (lambda: sharding.make_mesh((8,), "data", "auto", _devs("cpu", 8)), TypeError,
+     r"mesh names must be a tuple like \('data',\).*got 'data' \(str\)"),
+    (lambda: sharding.make_mesh((), (), "auto", _devs("cpu", 8)), _SE, r"mesh shape is empty"),
+    (lambda: sharding.make_mesh((8,), (1,), "auto", _devs("cpu", 8)), TypeError,
+     r"axis names must be non-empty strings.*got \(1,\)"),
+    (lambda: sharding.make_mesh((8,), ("data",), "auto", []), _SE,
+     r"devices is empty: mesh \{'data': 8\} needs 8; pass mesh_devices\(8\)"),
+    (lambda: sharding.make_mesh((8,), ("data",), "auto", 8), TypeError,
+     r"devices must be a list of JAX devices .*got 8"),
+    (lambda: sharding.make_mesh((8,), ("data",), "auto", _devs("cpu", 4)), _SE,
+     r"needs 8 devices but 4 cpu device\(s\)"),
+    (lambda: sharding.place(np.ones((8, 4)), _abstract_mesh(), ("data", None)), TypeError,
+     r"spec must be a PartitionSpec from spec_of\(...\), got \('data', None\) \(tuple\); e.g. spec_of\('data', None\)"),
+    (lambda: sharding.named(_abstract_mesh(), ["data"]), TypeError,
+     r"spec must be a PartitionSpec.*got \['data'\] \(list\)"),
+    (lambda: sharding.place([[1, 2]], _abstract_mesh(), _P("data", None)), TypeError,
+     r"x \(array\) must be a numpy or jax array, got \[\[1, 2\]\] \(list\)"),
+    (lambda: sharding.place(np.ones((8, 4)), None, _P("data", None)), TypeError, r"mesh must be a jax Mesh.*got None"),
+    (lambda: sharding.named(_Mesh(), _P("data")), TypeError, r"mesh must be a jax Mesh.*\(_Mesh\)"),
+    (lambda: sharding.named(_abstract_mesh(), _P("dta")), _SE,
+     r"named: layout P\('dta',\) names mesh axis 'dta', but the mesh has axes \('data', 'model'\)"),
+    (lambda: sharding.place(np.ones((8, 4)), _abstract_mesh(), _P("dta"), name="x"), _SE,
+     r"x: layout P\('dta',\) names mesh axis 'dta'"),
+])
+def test_bad_mesh_and_layout_types(call, err: type, match: str) -> None:
+    with pytest.raises(err, match=match):
+        call()
+
+
+def test_named_accepts_what_the_labs_pass() -> None:
+    from jax.sharding import PartitionSpec
+
+    mesh = _abstract_mesh()
+    assert sharding.named(mesh, sharding.spec_of("data", None)).spec == sharding.spec_of("data", None)
+    assert sharding.named(mesh, sharding.spec_of(("data", "model"))).spec == sharding.spec_of(("data", "model"))
+    assert sharding.named(mesh, sharding.spec_of()).spec == sharding.spec_of()
+    free = sharding.spec_of(PartitionSpec.UNCONSTRAINED, "model")  # left to the partitioner: no axis to check
+    assert sharding.named(mesh, free).spec == free

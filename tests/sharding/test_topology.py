@@ -82,3 +82,39 @@ def test_every_topology_figure_has_a_source() -> None:
         assert topo.chip in hardware.CHIPS and len(topo.shape) == len(topo.wraparound)
         for key in ("shape", "link") + (("network",) if topo.network_gbs else ()):
             assert topo.sources.get(key, "").strip(), f"{topo.name}: no source for {key}"
+
+
+# ------------------------------------------------------------------ bad numbers are refused, not priced
+
+V5E8 = "TPU v5e-8"
+
+
+@pytest.mark.parametrize(("call", "err", "match"), [
+    (lambda: T.collective_time("all-reduce", -2**30, 8, V5E8), ValueError,
+     r"array_bytes must be .*>= 0, got -1073741824"),
+    (lambda: T.collective_time("all-reduce", float("nan"), 8, V5E8), ValueError, r"array_bytes .*got nan"),
+    (lambda: T.collective_time("all-reduce", float("inf"), 8, V5E8), ValueError, r"array_bytes .*got inf"),
+    (lambda: T.collective_time("all-reduce", "1e9", 8, V5E8), TypeError, r"array_bytes .*got '1e9' \(str\)"),
+    (lambda: T.collective_time("all-reduce", D, 0, V5E8), ValueError, r"n must be >= 1, got 0; e.g. n=8"),
+    (lambda: T.collective_time("all-reduce", D, -8, V5E8), ValueError, r"n must be >= 1, got -8"),
+    (lambda: T.collective_time("all-reduce", D, 2.5, V5E8), TypeError, r"n must be a whole number >= 1, got 2.5"),
+    (lambda: T.collective_time("broadcast", D, 1, V5E8), ValueError, r"unknown collective 'broadcast'"),
+    (lambda: T.collective_time("all-reduce", D, 1, V5E8, "tree"), ValueError, r"algorithm must be 'best' or .*'tree'"),
+    (lambda: T.price(V5E8, "all-reduce", -5), ValueError, r"array_bytes must be .*>= 0, got -5"),
+    (lambda: T.price(V5E8, "all-reduce", D, n=0), ValueError, r"n must be >= 1, got 0"),
+    (lambda: T.price("256x H100 SXM", "all-reduce", D, n=12), ValueError, r"no algorithm prices a group of n=12 chips"),
+    (lambda: T.table_time(None, V5E8), TypeError, r"list of Collective.*got None"),
+    (lambda: T.table_time([], V5E8, scale=-1), ValueError, r"scale must be a finite number > 0, got -1"),
+    (lambda: T.get(["TPU v5e-8"]), ValueError, r"unknown topology \['TPU v5e-8'\]"),
+])
+def test_bad_input_names_the_value(call, err: type, match: str) -> None:
+    with pytest.raises(err, match=match):
+        call()
+
+
+def test_empty_arrays_and_groups_of_one_cost_nothing() -> None:
+    # 0 bytes is a real (empty) array and one chip sends nothing: both price at 0 s, not an error.
+    assert T.collective_time("all-reduce", 0, 8, V5E8) == 0.0
+    assert T.collective_time("all-gather", D, 1, V5E8) == 0.0
+    assert T.price(V5E8, "all-reduce", 0)["best ms"] == 0.0
+    assert T.table_time([], V5E8) == 0.0
