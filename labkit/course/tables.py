@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 
 def _number(v: float, digits: int) -> str:
@@ -40,8 +40,25 @@ def _short(text: str, limit: int = TEXT_CELL_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _check_rows(rows: Any) -> list[Mapping[str, Any]]:
+    """``rows`` as a list of row dicts; None, one dict or a list of non-dicts is refused with the fix (Lab 00)."""
+    eg = "e.g. show([{'chip': 'H100', 'TFLOP/s': 989.0}])"
+    if isinstance(rows, Mapping):
+        raise TypeError(f"rows must be a list of row dicts, {eg}, got one dict {rows!r:.60}: pass [row] for one row, "
+                        "or [{'metric': k, 'value': v} for k, v in d.items()] for a dict of values")
+    if rows is None or isinstance(rows, (str, bytes)) or not isinstance(rows, Iterable):
+        raise TypeError(f"rows must be a list of row dicts, {eg}, got {type(rows).__name__} {rows!r:.60}")
+    rows = list(rows)
+    bad = next((i for i, r in enumerate(rows) if not isinstance(r, Mapping)), None)
+    if bad is not None:
+        raise TypeError(f"rows must be a list of row dicts, {eg}; row {bad} is {type(rows[bad]).__name__} "
+                        f"{rows[bad]!r:.60}, not a dict")
+    return rows
+
+
 def to_text(rows: Sequence[dict[str, Any]], digits: int = 4) -> str:
     """Aligned plain-text table of ``rows`` (all rows share the first row's keys) (Lab 00)."""
+    rows = _check_rows(rows)
     if not rows:
         return "(no rows)"
     cols = list(rows[0])
@@ -55,7 +72,7 @@ class Table:
     """Rows that render as HTML in Jupyter and as text in a terminal (Lab 00)."""
 
     def __init__(self, rows: Sequence[dict[str, Any]], digits: int = 4, title: str = "") -> None:
-        self.rows, self.digits, self.title = list(rows), digits, title
+        self.rows, self.digits, self.title = _check_rows(rows), digits, title
 
     def __repr__(self) -> str:
         return (self.title + "\n" if self.title else "") + to_text(self.rows, self.digits)

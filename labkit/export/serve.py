@@ -35,6 +35,7 @@ import numpy as np
 from labkit.export.kv_cache import jax_new_cache, jax_step_fn, torch_new_cache, torch_step, torch_step_module
 from labkit.export.load import _is_int, _is_real  # one rule for numbers in labkit.export
 from labkit.gpt.config import GPTConfig
+from labkit.gpt.data import ByteTokenizer
 
 
 def _count(name: str, x: Any, least: int = 1) -> int:
@@ -54,13 +55,13 @@ def _seconds(name: str, x: Any, positive: bool) -> float:
 
 def _row(i: int, p: Any) -> np.ndarray:
     """Prompt i as int64 token ids (L,): text is byte-encoded; floats, NaN and bytes are refused."""
-    from labkit.gpt.data import ByteTokenizer
-
     if isinstance(p, str):
         return ByteTokenizer().encode(p)
     if isinstance(p, (bytes, bytearray)):
         raise ValueError(f"prompt {i} is bytes {bytes(p)[:20]!r}: pass text (p.decode()) or a list of token ids")
-    r = np.asarray(p).reshape(-1)
+    r = np.atleast_1d(p)  # one token id (a scalar) is a 1-token prompt
+    if r.ndim > 1:  # a (rows, L) array would silently become one long prompt
+        raise ValueError(f"prompt {i} must be 1-D token ids, got shape {r.shape}; pass one prompt per row: list(batch)")
     if r.size and r.dtype.kind not in "iu":  # 1.7 would silently become token 1
         raise ValueError(f"prompt {i} must hold integer token ids, got dtype {r.dtype} ({r[:4]}); "
                          "tokenize text with ByteTokenizer().encode(text)")
@@ -85,9 +86,8 @@ def left_pad(prompts: Sequence[Any], cfg: GPTConfig, max_new_tokens: int, pad_id
     """Validate prompts (str or token ids) and left-pad them into one batch (Lab 05)."""
     if not isinstance(cfg, GPTConfig):
         raise TypeError(f"cfg must be a GPTConfig (e.g. get_config('test')), got {cfg!r}")
-    if max_len is None:
-        max_len = cfg.seq_len
-    elif not (_is_int(max_len) and 1 <= max_len <= cfg.seq_len):
+    max_len = cfg.seq_len if max_len is None else max_len
+    if not (_is_int(max_len) and 1 <= max_len <= cfg.seq_len):
         raise ValueError(f"max_len must be in 1..cfg.seq_len={cfg.seq_len} (None: seq_len), got {max_len!r}")
     if not (_is_int(pad_id) and 0 <= pad_id < cfg.vocab_size):
         raise ValueError(f"pad_id must be a token id in [0, {cfg.vocab_size}), got {pad_id!r}")
@@ -96,6 +96,9 @@ def left_pad(prompts: Sequence[Any], cfg: GPTConfig, max_new_tokens: int, pad_id
     if len(prompts) == 0:
         raise ValueError("no prompts: pass at least one")
     max_new_tokens = _count("max_new_tokens", max_new_tokens)
+    if max_new_tokens >= max_len:  # no room for even a 1-token prompt: "keep the last -68 tokens" would follow
+        raise ValueError(f"max_new_tokens={max_new_tokens} plus a prompt of at least 1 token exceeds the "
+                         f"{max_len}-token context; use max_new_tokens <= {max_len - 1}")
     rows = [_row(i, p) for i, p in enumerate(prompts)]
     for i, r in enumerate(rows):
         if r.size == 0:
@@ -104,10 +107,10 @@ def left_pad(prompts: Sequence[Any], cfg: GPTConfig, max_new_tokens: int, pad_id
         if r.min() < 0 or r.max() >= cfg.vocab_size:
             raise ValueError(f"prompt {i} has token ids outside [0, {cfg.vocab_size})")
         if r.size + max_new_tokens > max_len:
-            raise ValueError(
-                f"prompt {i} has {r.size} tokens; with max_new_tokens={max_new_tokens} it needs "
-                f"{r.size + max_new_tokens} positions, but the context holds {max_len}. Keep its last "
-                f"{max_len - max_new_tokens} tokens (prompt[-{max_len - max_new_tokens}:]) or generate fewer.")
+            keep = max_len - max_new_tokens  # >= 1: checked above
+            raise ValueError(f"prompt {i} has {r.size} tokens; with max_new_tokens={max_new_tokens} it needs "
+                             f"{r.size + max_new_tokens} positions, but the context holds {max_len}. Keep its last "
+                             f"{keep} tokens (prompt[-{keep}:]) or generate fewer.")
     t = max(r.size for r in rows)
     tokens = np.full((len(rows), t), pad_id, dtype=np.int32)  # (batch, t)
     for i, r in enumerate(rows):
@@ -126,8 +129,7 @@ class TorchDecoder:
 
         if mode not in ("eager", "compile", "export"):
             raise ValueError(f"mode must be 'eager', 'compile' or 'export', got {mode!r}")
-        if device is None:  # the GPU if torch sees one, else the CPU (not torch-xla: see serving_device)
-            device = dev_mod.serving_device()
+        device = dev_mod.serving_device() if device is None else device  # the GPU if torch sees one, else the CPU
         self.cfg, self.device, self.mode = model.cfg, torch.device(device), mode
         self.max_len = max_len or self.cfg.seq_len
         self.name = {"eager": "torch eager", "compile": "torch.compile", "export": "torch.export"}[mode]
@@ -273,7 +275,7 @@ def generate(decoder: Any, prompts: Prompts, max_new_tokens: int, temperature: f
     if prompts.tokens.shape[1] + max_new_tokens > decoder.max_len:
         raise ValueError(f"{prompts.tokens.shape[1]} prompt + {max_new_tokens} new tokens exceed the "
                          f"decoder's cache of {decoder.max_len} slots")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(_count("seed", seed, least=0))  # numpy's own error names no argument
 
     def pick(out: tuple[Any, Any]) -> np.ndarray:
         if temperature == 0.0:
@@ -340,7 +342,7 @@ def benchmark(decoder: Any, batch: int, prompt_len: int, new_tokens: int, repeat
     repeats, warmup = _count("repeats", repeats), _count("warmup", warmup, least=0)
     if _count("new_tokens", new_tokens) < 2:
         raise ValueError(f"need new_tokens >= 2 (TPOT is measured from the 2nd token on), got {new_tokens!r}")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(_count("seed", seed, least=0))
     prompts = Prompts(rng.integers(0, decoder.cfg.vocab_size, (batch, prompt_len)).astype(np.int32),
                       np.zeros(batch, dtype=np.int32))
     for _ in range(warmup):  # compile every program (prefill and decode shapes) before timing
@@ -372,9 +374,8 @@ def fastest(tps: Mapping[str, float]) -> tuple[str, str | None]:
     if not tps:
         raise ValueError("no paths to rank: pass {path: tokens/s} with at least one path")
     ranked = sorted(tps, key=lambda p: tps[p], reverse=True)
-    if len(ranked) < 2 or tps[ranked[0]] > FASTEST_MARGIN * tps[ranked[1]]:
-        return ranked[0], None
-    return ranked[0], ranked[1]
+    tie = len(ranked) > 1 and tps[ranked[0]] <= FASTEST_MARGIN * tps[ranked[1]]
+    return ranked[0], ranked[1] if tie else None
 
 
 def best_path(stats: Sequence[ServeStats], batch: int) -> str:

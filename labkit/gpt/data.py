@@ -148,6 +148,14 @@ class ByteTokenizer:
 
     vocab_size: int = 256
 
+    def __post_init__(self) -> None:
+        v = self.vocab_size  # a model's vocab may exceed 256 (padded); below 256 some bytes would have no id
+        whole = isinstance(v, numbers.Integral) and not isinstance(v, bool)
+        if not whole or v < 256:
+            raise (ValueError if whole else TypeError)(f"vocab_size must be an integer >= 256 (one id per byte), "
+                                                       f"got {v!r}; e.g. ByteTokenizer() (vocab_size=256)")
+        object.__setattr__(self, "vocab_size", int(v))  # frozen: np.int64(256) -> 256
+
     def encode(self, text: str) -> np.ndarray:
         """str -> (n_bytes,) int32 token ids in [0, 256) (Lab 02)."""
         if not isinstance(text, str):

@@ -165,12 +165,15 @@ def in_bytes(dtype: str) -> int:
 
 def gemm_bytes(M: int, N: int, K: int, dtype: str = "bf16") -> int:
     """(Lab 01) DRAM bytes of an (M, K) @ (K, N) GEMM with perfect reuse: A, B read once, C written once."""
+    _check_positive(M=M, N=N, K=K)  # -1 gave 16 bytes, a float a fractional count
     _check_dtype(dtype)
+    M, N, K = int(M), int(N), int(K)  # np.int32 would overflow at large sizes; Python ints do not
     return (M * K + K * N) * _IN_BYTES[dtype] + M * N * _OUT_BYTES[dtype]
 
 
 def is_aligned(N: int, K: int, dtype: str = "bf16") -> bool:
     """(Lab 01) Whether rows of K and N elements of ``dtype`` are whole 16-byte vectors."""
+    _check_positive(N=N, K=K)  # -8, 8.0 and 0 were all "aligned"
     _check_dtype(dtype)
     return (N * _IN_BYTES[dtype]) % ALIGN_BYTES == 0 and (K * _IN_BYTES[dtype]) % ALIGN_BYTES == 0
 

@@ -110,12 +110,19 @@ def ieee_like(exponent_bits: int, mantissa_bits: int) -> dict[str, float]:
 
     IEEE-style: bias = 2**(e-1) - 1 and the all-ones exponent is reserved for inf/NaN, so the
     largest exponent is bias; a normal value is 1.m * 2**exp (the 1 is the implicit bit).
+    Layouts from fp8 (e4m3 / e5m2) to fp64 (e11m52): 1 exponent bit leaves no normal range (its smallest
+    normal, 2, exceeds its max), and past fp64 the figures do not fit a Python float.
     """
-    bias = 2 ** (exponent_bits - 1) - 1
-    return {"max": math.ldexp(2.0 - 2.0 ** -mantissa_bits, bias),
+    e = check_count(exponent_bits, "exponent_bits", 0, example=8)  # np.int64 -> int (ldexp takes an int)
+    m = check_count(mantissa_bits, "mantissa_bits", 0, example=7)
+    if not (2 <= e <= 11 and m <= 52):
+        raise ValueError(f"exponent_bits must be an integer in 2..11, mantissa_bits in 0..52 (fp8 e4m3 ... fp64 "
+                         f"e11m52), got exponent_bits={e}, mantissa_bits={m}")
+    bias = 2 ** (e - 1) - 1
+    return {"max": math.ldexp(2.0 - 2.0 ** -m, bias),
             "smallest_normal": math.ldexp(1.0, 1 - bias),
-            "smallest_subnormal": math.ldexp(1.0, 1 - bias - mantissa_bits),
-            "eps": 2.0 ** -mantissa_bits}
+            "smallest_subnormal": math.ldexp(1.0, 1 - bias - m),
+            "eps": 2.0 ** -m}
 
 
 def native_chips(name: str, chips: Sequence[str] | None = None) -> tuple[str, ...]:
@@ -183,6 +190,28 @@ def round_mantissa(x: Any, mantissa_bits: int, mode: str = "nearest") -> np.ndar
     return np.where(np.isnan(x32), x32, out)
 
 
+def _reals(x: Any, name: str = "x") -> np.ndarray:
+    """``x`` as a float64 array; None, text, bools and complex numbers are refused, not made NaN or cut to .real."""
+    try:
+        arr = None if x is None or isinstance(x, (str, bytes)) else np.asarray(x)
+    except (TypeError, ValueError):  # a ragged list
+        arr = None
+    ok = arr is not None and (arr.dtype.kind in "iuf" or (arr.dtype.kind == "V" and _is_ml_float(arr.dtype)))
+    if not ok:
+        got = f"{type(x).__name__} {x!r:.60}" if arr is None or arr.ndim == 0 else f"an array of dtype {arr.dtype}"
+        raise TypeError(f"{name} must be real numbers (a float, list or array), got {got}"
+                        + ("; pass x.real (or abs(x)) explicitly" if arr is not None and arr.dtype.kind == "c" else ""))
+    return arr.astype(np.float64)
+
+
+def _is_ml_float(dt: np.dtype) -> bool:
+    try:  # ml_dtypes' floats (bfloat16, float8_*) have dtype kind "V"
+        ml_dtypes.finfo(dt)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
 def round_to(x: Any, name: str) -> np.ndarray:
     """(Lab 04) ``x`` stored in format ``name`` and read back as float64.
 
@@ -190,7 +219,7 @@ def round_to(x: Any, name: str) -> np.ndarray:
     (no inf). int8 has no scale of its own here: round to an integer, saturate to [-128, 127].
     """
     check_format(name)
-    x64 = np.asarray(x, dtype=np.float64)
+    x64 = _reals(x)
     if name == "int8":
         return np.clip(np.rint(x64), -128, 127)
     with np.errstate(over="ignore"):  # overflow to inf is the point of the range demo
@@ -261,8 +290,14 @@ def spacing(name: str, x: Any) -> np.ndarray:
     There is no "next value" above inf or NaN, so their gap is NaN (as numpy's np.spacing(np.inf)).
     """
     f = format_info(name)
-    ax = np.abs(np.asarray(x, dtype=np.float64))
+    xs = _reals(x)
+    ax = np.abs(xs)
     finite = np.isfinite(ax)
+    out = finite & ((xs > 127) | (xs < -128) if name == "int8" else (ax > f.max))
+    if out.any():  # its gap was made up from a binade the format does not have
+        big, span = xs.reshape(-1)[np.flatnonzero(out)[0]], "[-128, 127]" if name == "int8" else f"+-{f.max:.3g}"
+        raise ValueError(f"{big:g} exceeds {name}'s max {f.max:.3g}: it overflows there and has no gap; "
+                         f"pass values within {span}")
     if name == "int8":
         return np.where(finite, 1.0, np.nan)
     safe = np.where(finite, np.maximum(ax, f.smallest_normal), 1.0)  # subnormals share the lowest binade

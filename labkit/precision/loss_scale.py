@@ -93,6 +93,12 @@ def next_scale(scale: float, good_steps: int, finite: bool,
 # ----------------------------------------------------------------------------- JAX
 
 
+def _check_cfg(cfg: Any, call: str) -> None:
+    if not isinstance(cfg, LossScaleConfig):  # a bare scale (2.0**16) or None was an AttributeError
+        raise TypeError(f"cfg must be a LossScaleConfig, got {type(cfg).__name__} {cfg!r:.60}; e.g. {call} with "
+                        "cfg = LossScaleConfig(init_scale=2.0**16) (dynamic) or static(1024.0) (a fixed scale)")
+
+
 class LossScaleState(NamedTuple):
     """(Lab 04) JAX loss-scale state: a pytree, so it goes through jit."""
 
@@ -104,6 +110,7 @@ def init(cfg: LossScaleConfig) -> LossScaleState:
     """(Lab 04) The initial JAX state for ``cfg``."""
     import jax.numpy as jnp
 
+    _check_cfg(cfg, "init(cfg)")
     return LossScaleState(jnp.asarray(cfg.init_scale, jnp.float32), jnp.asarray(0, jnp.int32))
 
 
@@ -135,6 +142,15 @@ def update(state: LossScaleState, finite: Any, cfg: LossScaleConfig) -> LossScal
     """(Lab 04) :func:`next_scale` as jit-able array code (branch-free: jnp.where)."""
     import jax.numpy as jnp
 
+    _check_cfg(cfg, "update(state, finite, cfg)")
+    if not isinstance(state, LossScaleState):
+        raise TypeError(f"state must be a LossScaleState (from init(cfg) or a previous update), got "
+                        f"{type(state).__name__} {state!r:.60}")
+    # A bool, or a () bool array / tracer (all_finite(grads)); 'yes' or None was a raw jax error deep in jnp.where.
+    if not (isinstance(finite, (bool, np.bool_)) or (getattr(finite, "shape", None) == ()
+                                                     and getattr(finite, "dtype", None) == np.bool_)):
+        raise TypeError(f"finite must be a bool or a () bool array, e.g. all_finite(grads), got "
+                        f"{type(finite).__name__} {finite!r:.60}")
     if not cfg.dynamic:
         return state
     good = jnp.where(finite, state.good_steps + 1, 0)

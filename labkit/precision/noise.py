@@ -93,9 +93,25 @@ def default_window(steps: int) -> int:
     return max(3, steps // 10)
 
 
-def _diff(a: Sequence[float], b: Sequence[float], start: int, window: int) -> np.ndarray:
+def _finite(losses: Sequence[float], name: str) -> None:
+    """A NaN or inf loss poisons every smoothed step after it: refuse it, naming the curve and the step."""
+    try:
+        x = np.asarray(losses, np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be one loss (a number) per step, got {losses!r:.60}") from None
+    bad = np.flatnonzero(~np.isfinite(x)) if x.ndim == 1 else []  # smooth() refuses other shapes
+    if len(bad):
+        cut = f", e.g. every curve cut to [:{bad[0]}]" if bad[0] else ""
+        raise ValueError(f"{name} has a non-finite loss ({x[bad[0]]}) at step {bad[0]} (the run diverged); "
+                         f"judge finite curves{cut}")
+
+
+def _diff(a: Sequence[float], b: Sequence[float], start: int, window: int,
+          names: tuple[str, str] = ("a", "b")) -> np.ndarray:
     if len(a) != len(b):
         raise ValueError(f"curves have different lengths: {len(a)} vs {len(b)}")
+    _finite(a, names[0])
+    _finite(b, names[1])
     if not 0 <= check_count(start, "start", 0, example=0) < len(a):
         raise ValueError(f"start must be in [0, {len(a)}), got {start}")
     return (smooth(a, window) - smooth(b, window))[start:]
@@ -195,7 +211,8 @@ def judge(low: Sequence[float], ref: Sequence[float], ref_other_seed: Sequence[f
     """(Lab 04) Judge ``low`` against ``ref`` (same seed) with the floor from ``ref`` vs another seed."""
     w = default_window(len(ref)) if window is None else window
     k = check_real(k, "k", 0.0, hint=f"; the allowed multiple of the noise floor, e.g. k={K_NOISE:g}")
-    d_low, d_seed = _diff(low, ref, start, w), _diff(ref_other_seed, ref, start, w)
+    d_low = _diff(low, ref, start, w, ("low", "ref"))
+    d_seed = _diff(ref_other_seed, ref, start, w, ("ref_other_seed", "ref"))
     tail = tail_steps(len(ref), start, w)
     return GapJudgement(gap=float(np.mean(np.abs(d_low))), drift=float(np.mean(d_low)),
                         floor=float(np.mean(np.abs(d_seed))), k=k, start=start, window=w,

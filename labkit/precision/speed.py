@@ -23,11 +23,13 @@ steps, and :func:`takeaway` calls a difference inside it noise.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from labkit.gpt.config import GPTConfig, n_params
+from labkit.gpt.data import check_count
 
 # variant -> (training precision, fp32_matmul setting of labkit.precision.train.TrainConfig)
 VARIANTS = {"fp32": ("fp32", "highest"), "tf32": ("fp32", "tf32"), "fp32_default": ("fp32", "default"),
@@ -39,6 +41,11 @@ GB16 = 16e9  # bytes: a T4's and a TPU v5e's memory (labkit.runtime.hardware)
 
 def variants_for(platform: str, bf16: bool) -> tuple[list[str], dict[str, str]]:
     """(Lab 04) The variants this runtime can time, and why each missing one is missing."""
+    is_bool = isinstance(bf16, (bool, np.bool_))
+    if platform not in ("cpu", "gpu", "tpu") or not is_bool:  # "cuda" was timed as a CPU, "yes" counted as bf16
+        raise (ValueError if isinstance(platform, str) and is_bool else TypeError)(
+            f"platform must be 'cpu', 'gpu' or 'tpu' (rt.platform), bf16 a bool (rt.bf16); got platform={platform!r}, "
+            f"bf16={bf16!r}")
     if platform == "gpu" and bf16:
         return ["fp32", "tf32", "bf16"], {"fp32_default": "JAX's DEFAULT fp32 on this GPU is TF32: the tf32 variant"}
     if platform == "gpu":
@@ -69,6 +76,14 @@ def memory_estimate(cfg: GPTConfig, batch: int, seq: int, act_bytes: int) -> dic
     kernel (flash / cuDNN, torch's SDPA) never stores them, so there the measured MB falls below it
     (on an H100 at s = 512: torch 0.50x, JAX's bf16 with cuDNN 0.66x, JAX's fp32 with XLA's 0.89x).
     """
+    if not isinstance(cfg, GPTConfig):
+        raise TypeError(f"cfg must be a GPTConfig (e.g. get_config('test')), got {type(cfg).__name__} {cfg!r:.60}")
+    batch, seq = check_count(batch, "batch", example=8), check_count(seq, "seq", example=cfg.seq_len)
+    whole = isinstance(act_bytes, numbers.Integral) and not isinstance(act_bytes, bool)
+    if not whole or act_bytes < 1:  # 'bf16' was a raw "can't multiply sequence", -4 or 0 a negative or zero total
+        raise (ValueError if whole else TypeError)(f"act_bytes is bytes per activation, a whole number >= 1, e.g. "
+                                                   f"speed.ACT_BYTES['bf16'] (= 2); got {act_bytes!r}")
+    act_bytes = int(act_bytes)
     s, b, h, a, L = seq, batch, cfg.d_model, cfg.n_head, cfg.n_layer
     n = n_params(cfg)
     act = L * s * b * h * (34 + 5 * a * s / h) * act_bytes / 2

@@ -36,6 +36,25 @@ def test_show_displays_in_a_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(shown) == 1 and isinstance(shown[0], Table) and shown[0].title == "t"
 
 
+@pytest.mark.parametrize(("rows", "match"), [
+    (None, r"rows must be a list of row dicts, e.g. show\(\[\{'chip': 'H100', 'TFLOP/s': 989.0\}\]\), "
+           r"got NoneType None"),
+    ({"a": 1}, r"got one dict \{'a': 1\}: pass \[row\] for one row"),
+    ([1, 2], r"row 0 is int 1, not a dict"),
+    ([{"a": 1}, "b"], r"row 1 is str 'b', not a dict"),
+    ("abc", r"rows must be a list of row dicts.*got str 'abc'"),
+    (5, r"rows must be a list of row dicts.*got int 5"),
+])
+def test_bad_rows_say_what_show_accepts(rows, match: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # once raw errors from to_text: 'NoneType' object is not iterable, 'str' object has no attribute 'get'
+    for call in (show, Table, to_text):
+        with pytest.raises(TypeError, match=match):
+            call(rows)
+    assert capsys.readouterr().out == ""  # nothing half-printed
+    show(({"n": i} for i in range(2)))  # any iterable of dicts is fine, a tuple too
+    assert to_text(({"n": 1},)).splitlines()[2].strip() == "1" and "n" in capsys.readouterr().out
+
+
 def test_long_values_are_cut_in_text() -> None:
     text = to_text([{"metric": "claims_checked", "value": {f"claim_{i}": "holds" for i in range(40)}}])
     widths = {len(line) for line in text.splitlines()}

@@ -146,6 +146,12 @@ def test_seeded_sampling(decoders) -> None:
     ([[1.7, 2.2]], 4, r"prompt 0 must hold integer token ids, got dtype float64"),  # once silently [1, 2]
     ([[1, float("nan")]], 4, r"prompt 0 must hold integer token ids"),
     ([b"hi"], 4, r"prompt 0 is bytes b'hi': pass text"),
+    ([np.array([[1, 2], [3, 4]])], 4, r"prompt 0 must be 1-D token ids, got shape \(2, 2\)"),  # once [[1, 2, 3, 4]]
+    (["ok", [[5, 6]]], 4, r"prompt 1 must be 1-D token ids, got shape \(1, 2\)"),
+    # once "Keep its last -68 tokens (prompt[--68:])"
+    (["hi"], 100, r"max_new_tokens=100 plus a prompt of at least 1 token exceeds the 32-token context; "
+                  r"use max_new_tokens <= 31"),
+    (["hi"], CFG.seq_len, r"max_new_tokens=32 .*exceeds the 32-token context; use max_new_tokens <= 31"),
 ])
 def test_bad_prompts_refused(prompts, new, match) -> None:
     with pytest.raises(ValueError, match=match):
@@ -158,15 +164,18 @@ def test_bad_prompts_refused(prompts, new, match) -> None:
     ({"max_len": -5}, r"max_len must be in 1..cfg.seq_len=32 .*got -5"),
     ({"pad_id": 999}, r"pad_id must be a token id in \[0, 256\), got 999"),  # once clamped by JAX's gather
     ({"pad_id": -1}, r"pad_id must be a token id in \[0, 256\), got -1"),
+    ({"max_len": 8, "max_new_tokens": 8}, r"max_new_tokens=8 .*the 8-token context; use max_new_tokens <= 7"),
 ])
 def test_left_pad_max_len_and_pad_id_checked(kwargs, match) -> None:
     with pytest.raises(ValueError, match=match):
-        serve.left_pad(["hi"], CFG, 4, **kwargs)
+        serve.left_pad(["hi"], CFG, **{"max_new_tokens": 4, **kwargs})
 
 
 def test_left_pad_accepts_numpy_integers() -> None:
     p = serve.left_pad(["hi"], CFG, np.int64(4), pad_id=np.int32(1), max_len=np.int64(16))
     assert p.tokens.tolist() == serve.left_pad(["hi"], CFG, 4, pad_id=1, max_len=16).tokens.tolist()
+    edge = serve.left_pad([np.int64(5), "x"], CFG, CFG.seq_len - 1)  # a lone id is a 1-token prompt; 1 + 31 fit
+    assert edge.tokens.tolist() == [[5], [ord("x")]]
 
 
 class _NeverRun:
@@ -186,6 +195,9 @@ class _NeverRun:
     (lambda d, p: serve.benchmark(d, -2, 8, 4), r"batch must be a positive integer, got -2"),
     (lambda d, p: serve.benchmark(d, 2, 0, 4), r"prompt_len must be a positive integer, got 0"),
     (lambda d, p: serve.benchmark(d, 2, 8, 4, warmup=-1), r"warmup must be an integer >= 0, got -1"),
+    (lambda d, p: serve.generate(d, p, 2, seed=-1), r"seed must be an integer >= 0, got -1"),  # once numpy's, unnamed
+    (lambda d, p: serve.generate(d, p, 2, temperature=0.8, seed=1.5), r"seed must be an integer >= 0, got 1.5"),
+    (lambda d, p: serve.benchmark(d, 2, 8, 4, seed="7"), r"seed must be an integer >= 0, got '7'"),
     (lambda d, p: serve.sample(np.zeros((1, 3)), 0.0, np.random.default_rng(0)), r"temperature must be .*> 0, got 0.0"),
     (lambda d, p: serve.sample(np.zeros((1, 3)), -1.0, np.random.default_rng(0)), r"temperature .*got -1.0"),
     (lambda d, p: serve.sample(np.zeros((1, 3)), 1.0, 0), r"rng must be a numpy Generator, got int"),

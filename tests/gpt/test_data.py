@@ -236,6 +236,12 @@ TEXT = "to be or not to be, that is the question " * 4
     (lambda: D.ByteTokenizer().decode([104.7]), TypeError, "decode takes integer token ids, got float64"),
     (lambda: D.ByteTokenizer().decode("hi"), TypeError, "decode takes integer token ids.*got str"),
     (lambda: D.split(np.arange(100), "0.1"), TypeError, "val_fraction must be a finite number in"),
+    # once accepted: ByteTokenizer(100).encode('hello ~') gave ids >= 100
+    (lambda: D.ByteTokenizer(100), ValueError, r"vocab_size must be an integer >= 256 \(one id per byte\), got 100"),
+    (lambda: D.ByteTokenizer(-1), ValueError, "vocab_size must be an integer >= 256 .*got -1"),
+    (lambda: D.ByteTokenizer("256"), TypeError, "vocab_size must be an integer >= 256 .*got '256'"),
+    (lambda: D.ByteTokenizer(256.0), TypeError, "vocab_size must be an integer >= 256 .*got 256.0"),
+    (lambda: D.ByteTokenizer(True), TypeError, "vocab_size must be an integer >= 256 .*got True"),
 ])
 def test_text_or_floats_instead_of_tokens_are_refused_with_the_fix(call, err: type, match: str) -> None:
     """Issue #20: these were an IndexError, a silent all-zero batch, or a split into two strings."""
@@ -250,3 +256,5 @@ def test_numpy_scalars_and_lists_still_work() -> None:
     x, _ = D.get_batch(list(range(50)), 2, 4, np.random.default_rng(0))
     assert x.dtype == np.int32 and x.shape == (2, 4)
     assert D.synthetic_tokens(np.int64(16), vocab=np.int64(2**31), seed=np.int64(3)).max() < 2**31
+    tok = D.ByteTokenizer(np.int64(50304))  # a padded model vocab holds the 256 byte ids
+    assert tok.vocab_size == 50304 and type(tok.vocab_size) is int and tok.decode(tok.encode("hi")) == "hi"

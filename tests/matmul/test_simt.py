@@ -85,6 +85,13 @@ def test_alignment_needs_n_and_k_in_16_byte_rows_not_m():
         simt.is_aligned(8, 8, "fp64")
 
 
+def test_gemm_bytes_by_hand_with_python_ints():
+    assert simt.gemm_bytes(2, 3, 4, "bf16") == (2 * 4 + 4 * 3) * 2 + 2 * 3 * 2
+    big = np.int32(100_000)  # np.int32 products would wrap around past 2**31
+    assert simt.gemm_bytes(big, big, big, "fp32") == 3 * 100_000**2 * 4
+    assert simt.is_aligned(np.int64(8), np.int64(8))
+
+
 def test_memory_bound_roofline_term():
     small = GemmTiling(16, 16, 16, 16, 16, (16, 8, 16))
     p = predict(64, 64, 64, CHIP, tiling=small)
@@ -127,6 +134,12 @@ def test_real_chips_from_the_hardware_table():
     (lambda: GemmTiling(128, 128, 24, 64, 64, (16, 8, 16)),
      "block_k=24 is not a multiple of mma k=16"),
     (lambda: simt.sweep([8], CHIP, vary="Q"), "vary must be 'M', 'N' or 'K'"),
+    (lambda: simt.gemm_bytes(-1, 4, 4), "M must be a positive integer, got -1"),  # once 16 bytes
+    (lambda: simt.gemm_bytes(0, 0, 0), "M must be a positive integer, got 0"),  # once 0 bytes
+    (lambda: simt.gemm_bytes(8, 8, 2.5), "K must be a positive integer, got 2.5"),
+    (lambda: simt.is_aligned(-8, 8), "N must be a positive integer, got -8"),  # these three were "aligned"
+    (lambda: simt.is_aligned(8.0, 8), "N must be a positive integer, got 8.0"),
+    (lambda: simt.is_aligned(8, 0), "K must be a positive integer, got 0"),
 ])
 def test_bad_input_names_the_problem(call, message):
     with pytest.raises(ValueError, match=message):

@@ -195,6 +195,31 @@ def test_accumulation_errors_vs_float64() -> None:
     (lambda: precision.accumulation_errors([8], "int8", frameworks=()), ValueError, "needs a float format.*int8"),
     (lambda: precision.accumulation_errors([8], frameworks="torch"), TypeError, r"frameworks must be a list"),
     (lambda: precision.accumulation_errors([8], frameworks=("numpy",)), ValueError, "'jax' and/or 'torch'"),
+    # ieee_like: a negative mantissa gave max 0.0, 1 exponent bit a smallest normal above the max,
+    # 0 / -1 / 8.0 a raw ldexp error, 64 an OverflowError
+    (lambda: precision.ieee_like(8, -1), ValueError, "mantissa_bits must be >= 0, got -1"),
+    (lambda: precision.ieee_like(1, 7), ValueError,
+     r"exponent_bits must be an integer in 2..11, mantissa_bits in 0..52 .*got exponent_bits=1, mantissa_bits=7"),
+    (lambda: precision.ieee_like(0, 7), ValueError, "exponent_bits must be an integer in 2..11.*got exponent_bits=0"),
+    (lambda: precision.ieee_like(-1, 7), ValueError, "exponent_bits must be >= 0, got -1"),
+    (lambda: precision.ieee_like(8.0, 7), TypeError, "exponent_bits must be a whole number >= 0, got 8.0"),
+    (lambda: precision.ieee_like(64, 7), ValueError, "exponent_bits must be an integer in 2..11.*got exponent_bits=64"),
+    (lambda: precision.ieee_like(11, 53), ValueError, "mantissa_bits in 0..52.*got exponent_bits=11, mantissa_bits=53"),
+    (lambda: precision.ieee_like(8, True), TypeError, "mantissa_bits must be a whole number >= 0, got True"),
+    # round_to: None was NaN, a complex array lost its imaginary part
+    (lambda: precision.round_to(None, "bf16"), TypeError,
+     r"x must be real numbers \(a float, list or array\), got NoneType None"),
+    (lambda: precision.round_to(1 + 2j, "bf16"), TypeError,
+     r"x must be real numbers.*got complex \(1\+2j\); pass x.real"),
+    (lambda: precision.round_to(np.array([1 + 2j]), "fp16"), TypeError, "x must be real numbers.*dtype complex128"),
+    (lambda: precision.round_to("0.1", "bf16"), TypeError, "x must be real numbers.*got str '0.1'"),
+    (lambda: precision.round_to([1.0, [2.0]], "bf16"), TypeError, r"x must be real numbers.*got list \[1.0, \[2.0\]\]"),
+    (lambda: precision.range_probe([None], ["bf16"]), TypeError, "x must be real numbers.*got NoneType None"),
+    # spacing: a value above the max got the gap of a binade the format does not have (5.3e36 for 1e39 in bf16)
+    (lambda: precision.spacing("bf16", 1e39), ValueError, r"1e\+39 exceeds bf16's max 3.39e\+38"),
+    (lambda: precision.spacing("fp16", [1.0, -7e4]), ValueError, r"-70000 exceeds fp16's max 6.55e\+04"),
+    (lambda: precision.spacing("int8", 300), ValueError, r"300 exceeds int8's max 127.*\[-128, 127\]"),
+    (lambda: precision.spacing("bf16", None), TypeError, "x must be real numbers.*got NoneType None"),
 ])
 def test_bad_input_is_refused_with_the_value_and_the_fix(call, err: type, match: str) -> None:
     with pytest.raises(err, match=match):
@@ -213,3 +238,11 @@ def test_edge_values_get_truthful_answers() -> None:
     assert fate[(np.inf, "bf16")] == "inf stays inf" and "no inf" in fate[(np.inf, "fp8_e4m3")]
     assert precision.round_mantissa(1.0, np.int64(10)) == 1.0
     assert precision.rounding_errors(np.float32(0.5), ["bf16"])[0]["abs error"] == 0.0
+    assert precision.ieee_like(np.int64(11), np.int64(52))["max"] == float(np.finfo(np.float64).max)  # fp64: the top
+    assert precision.ieee_like(2, 0)["eps"] == 1.0  # the smallest layout allowed
+    bf = precision.format_info("bf16").max
+    assert precision.spacing("bf16", [bf, -bf])[0] == 2.0 ** (127 - 7)  # the max itself has the top binade's gap
+    assert precision.spacing("int8", -128) == 1.0
+    as_bf16 = np.array([1.1, 3.0], dtype=ml_dtypes.bfloat16)  # ml_dtypes arrays (dtype kind "V") are real numbers
+    assert precision.round_to(as_bf16, "fp16").tolist() == [float(as_bf16[0]), 3.0]
+    assert precision.round_to(np.int64(3), "bf16") == 3.0

@@ -57,6 +57,32 @@ def test_the_rule_and_unscale_refuse_a_bad_scale(scale: object) -> None:
     assert torch.equal(p.grad, torch.ones(2))  # untouched
 
 
+DEFAULT = ls.LossScaleConfig()
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    # init(None) / init(2.0**16) read cfg.init_scale: AttributeError
+    (lambda: ls.init(None), r"cfg must be a LossScaleConfig, got NoneType None; e.g. init\(cfg\) with cfg = "
+                            r"LossScaleConfig\(init_scale=2.0\*\*16\).*static\(1024.0\)"),
+    (lambda: ls.init(2.0**16), r"cfg must be a LossScaleConfig, got float 65536.0"),
+    # update(state, 'yes' / None, cfg) was a raw jax error from inside jnp.where
+    (lambda: ls.update(ls.init(DEFAULT), "yes", DEFAULT),
+     r"finite must be a bool or a \(\) bool array, e.g. all_finite\(grads\), got str 'yes'"),
+    (lambda: ls.update(ls.init(DEFAULT), None, DEFAULT), "finite must be .*got NoneType None"),
+    (lambda: ls.update(ls.init(DEFAULT), 1, DEFAULT), "finite must be .*got int 1"),
+    (lambda: ls.update(ls.init(DEFAULT), jnp.ones(3, bool), DEFAULT), "finite must be .*Array"),  # not one step's
+    (lambda: ls.update(ls.init(DEFAULT), True, None), "cfg must be a LossScaleConfig, got NoneType None"),
+    (lambda: ls.update((1024.0, 0), True, DEFAULT), r"state must be a LossScaleState .*got tuple \(1024.0, 0\)"),
+])
+def test_init_and_update_name_what_to_pass(call, match: str) -> None:
+    with pytest.raises(TypeError, match=match):
+        call()
+    cfg = ls.LossScaleConfig(init_scale=8.0, growth_interval=1)
+    for finite in (True, np.bool_(True), jnp.asarray(True), np.array(True)):  # every bool the labs and steps pass
+        assert float(ls.update(ls.init(cfg), finite, cfg).scale) == 16.0
+    assert float(jax.jit(ls.update, static_argnums=2)(ls.init(cfg), jnp.asarray(False), cfg).scale) == 4.0  # a tracer
+
+
 @pytest.mark.parametrize("cfg", [None, {"dynamic": True}])
 def test_the_rule_refuses_a_config_that_is_not_one(cfg: object) -> None:
     # It read cfg.dynamic first: None gave "'NoneType' object has no attribute 'dynamic'".

@@ -164,12 +164,28 @@ def test_end_gap_and_flags_rarely_fire_on_noise_only_runs(n: int, start: int) ->
     assert alarms / 400 < 0.05 and beats / 400 < 0.02
 
 
+def _diverged(step: int, bad: float = math.nan, n: int = 100) -> list[float]:
+    losses = [2.0] * n
+    losses[step] = bad
+    return losses
+
+
 @pytest.mark.parametrize(("call", "err", "match"), [
     (lambda: noise.smooth([1.0, 2.0, 3.0], 2.5), TypeError, "window must be a whole number >= 1, got 2.5"),
     (lambda: noise.smooth([1.0, 2.0, 3.0], math.nan), TypeError, "window must be a whole number >= 1, got nan"),
     (lambda: noise.smooth([[1, 2], [3, 4]], 1), ValueError, r"losses must be 1-D.*\(2, 2\)"),
     (lambda: noise.curve_gap([1.0, 2.0], [1.0, 2.0], start=0.5), TypeError, "start must be a whole number >= 0, got 0.5"),
     (lambda: noise.judge([1.0] * 20, [1.0] * 20, [1.1] * 20, start=2, k=math.nan), ValueError, "k must be a finite number > 0"),
+    # a diverged run gave a GapJudgement with gap=nan and no verdict
+    (lambda: noise.judge(_diverged(50), [2.0] * 100, [2.1] * 100, start=0), ValueError,
+     r"low has a non-finite loss \(nan\) at step 50 \(the run diverged\); judge finite curves, "
+     r"e.g. every curve cut to \[:50\]"),
+    (lambda: noise.judge([2.0] * 100, _diverged(0, math.inf), [2.1] * 100, start=10), ValueError,
+     r"ref has a non-finite loss \(inf\) at step 0 \(the run diverged\); judge finite curves$"),
+    (lambda: noise.judge([2.0] * 100, [2.0] * 100, _diverged(99, -math.inf), start=10), ValueError,
+     r"ref_other_seed has a non-finite loss \(-inf\) at step 99"),
+    (lambda: noise.curve_gap([2.0] * 100, _diverged(7), start=10), ValueError, "b has a non-finite loss .*at step 7"),
+    (lambda: noise.signed_gap(["x"] * 4, [2.0] * 4), TypeError, r"a must be one loss \(a number\) per step, got \['x'"),
 ])
 def test_bad_windows_and_curves_name_the_value(call, err: type, match: str) -> None:
     """Issue #20: float windows and 2-D losses were an IndexError or a silent wrong curve."""

@@ -80,3 +80,27 @@ def test_a_speed_up_inside_the_steps_spread_is_called_noise() -> None:
     r = speed.rows(runs, 1000, est)
     assert [x["tokens/s"] for x in r] == [2000, 4000, 4000] and r[0]["measured MB"] == 96 / 1e6  # temp (grads inside) + weights + moments
     assert r[1]["measured MB"] == 7.0 and r[2]["measured MB"] is None and r[0]["estimated MB"] == 2.0
+
+
+@pytest.mark.parametrize(("call", "err", "match"), [
+    # 'cuda' (and any other string) was timed as a CPU; 'yes' was truthy
+    (lambda: speed.variants_for("cuda", True), ValueError, r"platform must be 'cpu', 'gpu' or 'tpu' \(rt.platform\).*"
+                                                           r"got platform='cuda'"),
+    (lambda: speed.variants_for("gpu", "yes"), TypeError, r"bf16 a bool \(rt.bf16\); got platform='gpu', bf16='yes'"),
+    (lambda: speed.variants_for(None, False), TypeError, "platform must be .*got platform=None"),
+    # a negative batch gave a negative total; act_bytes 0 no activations; 'bf16' a raw "can't multiply sequence"
+    (lambda: speed.memory_estimate(get_config("test"), -4, 32, 4), ValueError, "batch must be >= 1, got -4"),
+    (lambda: speed.memory_estimate(get_config("test"), 4, 0, 4), ValueError, "seq must be >= 1, got 0"),
+    (lambda: speed.memory_estimate(get_config("test"), 4, 32, 0), ValueError,
+     r"act_bytes is bytes per activation.*speed.ACT_BYTES\['bf16'\] \(= 2\); got 0"),
+    (lambda: speed.memory_estimate(get_config("test"), 4, 32, "bf16"), TypeError,
+     r"act_bytes is bytes per activation.*ACT_BYTES\['bf16'\].*got 'bf16'"),
+    (lambda: speed.memory_estimate(get_config("test"), 4, 32, 2.0), TypeError, "act_bytes .*got 2.0"),
+    (lambda: speed.memory_estimate("test", 4, 32, 2), TypeError, "cfg must be a GPTConfig.*got str 'test'"),
+])
+def test_bad_runtime_and_sizes_are_refused_with_the_value(call, err: type, match: str) -> None:
+    with pytest.raises(err, match=match):
+        call()
+    assert speed.variants_for("gpu", np.bool_(True))[0] == ["fp32", "tf32", "bf16"]  # numpy bools are bools
+    assert speed.memory_estimate(get_config("test"), np.int64(8), 32, np.int64(2)) == \
+        speed.memory_estimate(get_config("test"), 8, 32, speed.ACT_BYTES["bf16"])
