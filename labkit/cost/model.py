@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from labkit.runtime import hardware
 from labkit.cost.prices import (PRICE_WARNING, PRICES, PRICING_KINDS, Price, check_fraction,
-                                check_pricing, hourly_usd, positive, price, prices,
+                                check_price_chip, check_pricing, hourly_usd, positive, price, prices,
                                 with_override)
 
 HOURS_PER_YEAR = 8760.0
@@ -91,8 +91,7 @@ def train_cost_per_mtok(tokens_per_s: float | None = None, *, flops_per_token: f
                         dtype: str = "bf16", peak_tflops: float | None = None) -> CostResult:
     """(Lab 06) Training $/Mtok from measured tokens/s, or MFU x chips x peak / FLOPs per token."""
     rate = hourly_usd(usd_per_chip_hour)
-    if chip is None and isinstance(usd_per_chip_hour, Price):
-        chip = usd_per_chip_hour.chip
+    chip = check_price_chip(usd_per_chip_hour, chip)  # a Price's chip; refused if chip= names another
     check_chips(n_chips)
     util = check_fraction(utilization, _UTIL)
     if (tokens_per_s is None) == (mfu is None):
@@ -124,12 +123,12 @@ def train_cost_per_mtok(tokens_per_s: float | None = None, *, flops_per_token: f
 
 
 def serve_cost_per_mtok(tokens_per_s: float, usd_per_chip_hour: float | Price, n_chips: int = 1,
-                        utilization: float = 1.0) -> CostResult:
-    """(Lab 06) Serving $/Mtok from the deployment's tokens/s (all n_chips together)."""
+                        utilization: float = 1.0, *, chip: str | None = None) -> CostResult:
+    """(Lab 06) Serving $/Mtok from the deployment's tokens/s (all n_chips together); chip= must match a Price's."""
     tps = positive(tokens_per_s, "tokens_per_s (tokens/s)")
     check_chips(n_chips)
     util = check_fraction(utilization, _UTIL)
-    chip = usd_per_chip_hour.chip if isinstance(usd_per_chip_hour, Price) else None
+    chip = check_price_chip(usd_per_chip_hour, chip)  # a Price's chip; refused if chip= names another
     return _result("serve", tps, n_chips, hourly_usd(usd_per_chip_hour), util, chip=chip)
 
 

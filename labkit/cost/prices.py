@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+import warnings as _warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -48,6 +49,44 @@ def check_pricing(kind: str) -> None:
     """(Lab 06) Raise a ValueError listing PRICING_KINDS unless kind is one of them."""
     if kind not in PRICING_KINDS:
         raise ValueError(f"unknown pricing kind {kind!r}; use one of {', '.join(PRICING_KINDS)}")
+
+
+class UnknownChipError(hardware.UnknownChipError, ValueError):
+    """(Lab 06) A chip name labkit.runtime.hardware does not know: a ValueError, and hardware's own error too."""
+
+
+def unknown_chip(chip: Any, fix: str) -> UnknownChipError:
+    """(Lab 06) hardware.unknown_chip's message (its did-you-mean) as a ValueError, ending with `fix`."""
+    return UnknownChipError(str(hardware.unknown_chip(chip, fix)))
+
+
+def _chip_name(chip: Any, example: str) -> str:
+    """chip stripped, if it is a non-empty str; else a TypeError / ValueError showing `example`."""
+    if not isinstance(chip, str):
+        raise TypeError(f"chip must be a chip name (str), e.g. {example}, got {chip!r} ({type(chip).__name__})")
+    if not chip.strip():
+        raise ValueError(f"chip must be a chip name, e.g. {example}, got the empty name {chip!r}")
+    return chip.strip()
+
+
+def check_price(p: Any, what: str = "p") -> Price:
+    """(Lab 06) p if it is a Price, else a TypeError saying how to make one."""
+    if not isinstance(p, Price):
+        raise TypeError(f"{what} must be a Price (a row of PRICES, or my_price('TPU v5e', 1.20) for your own "
+                        f"quote), got {p!r} ({type(p).__name__})")
+    return p
+
+
+def check_table(table: Any) -> tuple[Price, ...]:
+    """(Lab 06) The price table to use: PRICES for None, else a list / tuple of Price rows (TypeError if not)."""
+    if table is None:
+        return PRICES
+    if isinstance(table, (str, bytes)) or not isinstance(table, Sequence):
+        raise TypeError(f"table must be a list or tuple of Price rows, e.g. with_override(my_price('TPU v5e', "
+                        f"1.20)), got {table!r} ({type(table).__name__})")
+    for i, p in enumerate(table):
+        check_price(p, f"table[{i}]")
+    return tuple(table)
 
 
 def _day(d: str) -> dt.date:
@@ -98,7 +137,7 @@ class Price:
 
 def age_days(p: Price, today: dt.date | str | None = None) -> int | None:
     """(Lab 06) Days from the page's own date to today; None for an undated page."""
-    if p.page_date == "undated":
+    if check_price(p).page_date == "undated":
         return None
     now = _day(today) if isinstance(today, str) else (today or dt.date.today())
     return (now - _day(p.page_date)).days
@@ -107,7 +146,7 @@ def age_days(p: Price, today: dt.date | str | None = None) -> int | None:
 def warnings(table: Sequence[Price] | None = None, today: dt.date | str | None = None) -> list[str]:
     """(Lab 06) One line per price older than STALE_DAYS at `today` (or undated): check it first."""
     out = []
-    for p in (PRICES if table is None else table):
+    for p in check_table(table):
         age = age_days(p, today)
         if age is None:
             out.append(f"{p.chip} {p.cloud} {p.pricing} ${p.usd_per_chip_hour:.4g}/h: page undated "
@@ -120,7 +159,7 @@ def warnings(table: Sequence[Price] | None = None, today: dt.date | str | None =
 
 def left_out(p: Price) -> str | None:
     """(Lab 06) Why a price enters no verdict (superseded, or stale when read); None if it may."""
-    if p.superseded:
+    if check_price(p).superseded:
         return f"superseded: {p.superseded}"
     age = age_days(p, p.read_date)   # None: undated, its age unknown; kept, and warned about
     if age is not None and age > STALE_DAYS:
@@ -135,14 +174,27 @@ def current(p: Price) -> bool:
 
 def primary(p: Price) -> bool:
     """(Lab 06) Whether a price comes from the seller's own page (or your quote), not a summary."""
-    return p.publisher in ("vendor", "yours")
+    return check_price(p).publisher in ("vendor", "yours")
 
 
 def my_price(chip: str, usd_per_chip_hour: float, cloud: str = "yours", pricing: str = "on_demand",
              note: str = "") -> Price:
-    """(Lab 06) The learner's own quote as a Price, dated today."""
+    """(Lab 06) The learner's own quote as a Price, dated today (chip: a name hardware.lookup knows, canonicalised)."""
+    name = _chip_name(chip, "my_price('TPU v5e', 1.20)")
+    spec = hardware.lookup(name)  # reported names too: "TPU v5 lite" -> "TPU v5e"
+    if spec is not None:
+        name = spec.name
+    elif _shorthand(name):  # part of listed names ("v5e", "H100"): a typo, and the override would replace nothing
+        raise unknown_chip(name, f"see hardware.CHIPS, e.g. my_price({_did_you_mean(name)!r}, {usd_per_chip_hour!r}): "
+                                 f"a quote under a shorthand replaces no published row")
+    elif "did you mean" in str(hardware.unknown_chip(name, "")):
+        # Close to a listed name ("TPU v9"), but real unlisted chips are close too ("NVIDIA B200" ~ "H200"), and
+        # Lab 06 passes this runtime's own chip name here when labkit does not list it: kept as given, said aloud.
+        _warnings.warn(str(unknown_chip(name, f"keep it if labkit does not list that chip: the quote keeps the "
+                                              f"name {name!r} and replaces no published row")), stacklevel=2)
+    # A name nothing resembles ("Intel(R) Xeon(R) Processor", this CPU): your own hardware, kept as given.
     today = dt.date.today().isoformat()
-    return Price(chip, cloud, pricing, usd_per_chip_hour, "your own quote", today, today,
+    return Price(name, cloud, pricing, usd_per_chip_hour, "your own quote", today, today,
                  publisher="yours", note=note)
 
 
@@ -151,6 +203,20 @@ def hourly_usd(usd_per_chip_hour: float | Price) -> float:
     if isinstance(usd_per_chip_hour, Price):
         return usd_per_chip_hour.usd_per_chip_hour
     return positive(usd_per_chip_hour, "usd_per_chip_hour ($/chip-hour)")
+
+
+def check_price_chip(usd_per_chip_hour: float | Price, chip: str | None) -> str | None:
+    """(Lab 06) The chip a cost is for: chip, else the Price's; a ValueError if a Price is for another chip."""
+    if not isinstance(p := usd_per_chip_hour, Price):
+        return chip
+    if chip is None:
+        return p.chip
+    same = [hardware.describe(c) if hardware.lookup(c) else " ".join(str(c).split()) for c in (chip, p.chip)]
+    if same[0] != same[1]:
+        raise ValueError(f"usd_per_chip_hour is a price for {p.chip!r}, but chip={chip!r}: that would cost {chip} "
+                         f"hours at {p.chip}'s $/h. Pass that chip's price (e.g. price({chip!r})), or "
+                         f"chip={p.chip!r}, or leave chip= out")
+    return chip
 
 
 H100, V5E, V5P = "NVIDIA H100 SXM", "TPU v5e", "TPU v5p"
@@ -215,23 +281,57 @@ PRICES: tuple[Price, ...] = (  # $/chip-hour, every row read on READ; see PRICE_
 )
 
 # ---------------------------------------------------------------- lookups
-def _canonical(chip: str) -> str:
-    spec = hardware.lookup(chip)  # reported names too: "TPU v5 lite" -> "TPU v5e"
-    return spec.name if spec is not None else chip
+def _shorthand(name: str) -> bool:
+    """Whether name is whole words of some listed chip's name ("v5e", "H100"): a shorthand, not a chip."""
+    key = " ".join(name.lower().split())
+    return any(re.search(rf"(?<!\w){re.escape(key)}(?!\w)", n.lower()) for n in hardware.CHIPS)
+
+
+def _did_you_mean(name: str) -> str:
+    """The first listed chip whose name holds name's words, for an example in a message."""
+    key = " ".join(name.lower().split())
+    return next((n for n in hardware.CHIPS if re.search(rf"(?<!\w){re.escape(key)}(?!\w)", n.lower())), V5E)
+
+
+def _canonical(chip: Any, rows: Sequence[Price], example: str) -> str:
+    """A chip query's name as the table spells it: hardware's canonical name, or a name some row carries."""
+    name = _chip_name(chip, example)
+    spec = hardware.lookup(name)  # reported names too: "TPU v5 lite" -> "TPU v5e"
+    if spec is not None:
+        return spec.name
+    if any(p.chip == name for p in rows):  # a chip labkit does not list, quoted in this table (my_price)
+        return name
+    have = ", ".join(sorted({p.chip for p in rows}))
+    raise unknown_chip(name, f"pick a chip priced in this table: {have}")
+
+
+def _cloud(cloud: Any, rows: Sequence[Price]) -> str:
+    """A cloud query, matched ignoring case and surrounding spaces; a ValueError listing the table's clouds."""
+    if not isinstance(cloud, str):
+        raise TypeError(f"cloud must be a cloud's name (str), e.g. cloud='GCP', got {cloud!r} ({type(cloud).__name__})")
+    known = sorted({p.cloud for p in rows}, key=str.lower)
+    if cloud.strip().lower() not in {c.lower() for c in known}:
+        raise ValueError(f"unknown cloud {cloud!r}; clouds in this table: {', '.join(known)} (case and "
+                         f"surrounding spaces are ignored), or None for any")
+    return cloud.strip().lower()
 
 
 def prices(chip: str | None = None, cloud: str | None = None, pricing: str | None = None,
            *, table: Sequence[Price] | None = None, current_only: bool = False) -> list[Price]:
     """(Lab 06) Price entries matching chip / cloud / pricing (None = any); current_only: only `current` ones.
 
-    See PRICE_WARNING.
+    A chip hardware.lookup knows but the table has no price for gives []; a name it does not know (and
+    no row carries) is refused with a did-you-mean. cloud ignores case and surrounding spaces; one not in
+    the table is refused, listing those that are. See PRICE_WARNING.
     """
+    rows = check_table(table)
     if pricing is not None:
         check_pricing(pricing)
-    want = _canonical(chip) if chip is not None else None
-    rows = [p for p in (PRICES if table is None else table)
+    want = _canonical(chip, rows, "prices('TPU v5e')") if chip is not None else None
+    where = _cloud(cloud, rows) if cloud is not None else None
+    rows = [p for p in rows
             if (want is None or p.chip == want)
-            and (cloud is None or p.cloud.lower() == cloud.lower())
+            and (where is None or p.cloud.lower() == where)
             and (pricing is None or p.pricing == pricing)]
     rows = sorted(rows, key=lambda p: (p.chip, p.cloud, p.pricing, p.as_of))
     return [p for p in rows if current(p)] if current_only else rows
@@ -240,9 +340,11 @@ def prices(chip: str | None = None, cloud: str | None = None, pricing: str | Non
 def price(chip: str, cloud: str | None = None, pricing: str = "on_demand",
           *, table: Sequence[Price] | None = None) -> Price:
     """(Lab 06) One current Price: the newest entry per cloud, cheapest cloud if cloud is None."""
+    if chip is None:  # prices(None) means every chip: the cheapest of them all is no chip's price
+        raise TypeError("price needs one chip's name, e.g. price('TPU v5e'), got None")
     rows = prices(chip, cloud, pricing, table=table, current_only=True)
     if not rows:
-        have = sorted({p.chip for p in (PRICES if table is None else table)})
+        have = sorted({p.chip for p in check_table(table)})
         where = f" on {cloud}" if cloud else ""
         raise ValueError(f"no current {pricing} price for {chip!r}{where}; chips with prices: "
                          f"{', '.join(have)}. Pass your own Price(...) or $/chip-hour float.")
@@ -255,6 +357,8 @@ def price(chip: str, cloud: str | None = None, pricing: str = "on_demand",
 def price_range(chip: str, pricing: str = "on_demand", *,
                 table: Sequence[Price] | None = None) -> tuple[Price, Price] | None:
     """(Lab 06) The cheapest and the dearest current published price of a chip (None if it has none)."""
+    if chip is None:  # prices(None) means every chip: a range across chips compares nothing
+        raise TypeError("price_range needs one chip's name, e.g. price_range('TPU v5e'), got None")
     rows = prices(chip, pricing=pricing, table=table, current_only=True)
     if not rows:
         return None
@@ -264,17 +368,22 @@ def price_range(chip: str, pricing: str = "on_demand", *,
 
 def replaced(*overrides: Price, table: Sequence[Price] | None = None) -> list[Price]:
     """(Lab 06) The rows `with_override` drops: same chip, cloud, region and pricing as an override."""
+    for i, o in enumerate(overrides):
+        if not isinstance(o, Price):
+            raise TypeError(f"pass Price objects, e.g. with_override(my_price('TPU v5e', 1.20)); override {i + 1} "
+                            f"is {o!r} ({type(o).__name__})")
     keys = {(o.chip, o.cloud, o.region, o.pricing) for o in overrides}
-    return [p for p in (PRICES if table is None else table) if (p.chip, p.cloud, p.region, p.pricing) in keys]
+    return [p for p in check_table(table) if (p.chip, p.cloud, p.region, p.pricing) in keys]
 
 
 def with_override(*overrides: Price, table: Sequence[Price] | None = None) -> tuple[Price, ...]:
     """(Lab 06) A new table where each override REPLACES every same chip/cloud/region/pricing row."""
-    gone = replaced(*overrides, table=table)
-    return tuple(p for p in (PRICES if table is None else table) if p not in gone) + tuple(overrides)
+    gone = replaced(*overrides, table=table)  # checks overrides and table
+    return tuple(p for p in check_table(table) if p not in gone) + tuple(overrides)
 
 
 __all__ = ["PRICE_WARNING", "PRICING_KINDS", "PRICES", "READ", "RECHECK", "READ_DATES",
            "STALE_DAYS", "CORES_PER_CHIP", "current", "left_out", "primary", "price_range", "Price", "positive",
            "check_fraction", "check_pricing", "hourly_usd", "prices", "price", "with_override", "replaced",
-           "age_days", "warnings", "my_price", "H100", "V5E", "V5P"]
+           "age_days", "warnings", "my_price", "H100", "V5E", "V5P", "UnknownChipError", "unknown_chip", "check_price",
+           "check_table", "check_price_chip"]

@@ -26,11 +26,47 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
+from typing import Any
 
 from labkit.cost.model import non_negative
-from labkit.cost.prices import check_fraction, positive
+from labkit.cost.prices import check_fraction, positive, unknown_chip
+from labkit.gpt.data import check_count, check_real
+from labkit.runtime import hardware
 from labkit.runtime.hardware import ChipSpec
 
+# Unit plausibility: bounds no real chip crosses, so a figure in the wrong unit is refused, not used.
+# Peak: the slowest chip in labkit.runtime.hardware (T4 fp32) does ~8e12 FLOP/s, a CPU core ~1e10-1e11;
+# below 1e9 FLOP/s (1 GFLOP/s) the figure is TFLOP/s (989) or GFLOP/s, not FLOP/s.
+MIN_PEAK_FLOPS = 1e9
+# Memory bandwidth: HBM3e chips read ~8e3 GB/s. Above 1e6 GB/s (1 PB/s per chip) the figure is bytes/s
+# (3350e9). No lower bound: a measured CPU figure can be a few GB/s, so TB/s (3.35) cannot be told apart.
+MAX_BANDWIDTH_GBS = 1e6
+# Memory per chip: the largest today holds a few hundred GB (B300 288 GB, GH200 624 GB with its CPU's);
+# above 1e4 GB (10 TB) the figure is bytes (80e9) or MB (80000), not GB.
+MAX_MEMORY_GB = 1e4
+
+
+def _check_model(m: Any) -> ServedModel:
+    """m if it is a ServedModel; else a TypeError saying what to pass."""
+    if not isinstance(m, ServedModel):
+        raise TypeError(f"pass a ServedModel (e.g. serving.LLAMA3_8B, or ServedModel('mine', 1e9, 16, 2048, 8, "
+                        f"128)), got {m!r} ({type(m).__name__})")
+    return m
+
+
+def _check_memory_gb(x: Any) -> float:
+    """x (GB per chip) if it is a plausible figure in GB; a ValueError naming the unit otherwise."""
+    gb = positive(x, "memory_gb (GB per chip)")
+    if gb > MAX_MEMORY_GB:
+        raise ValueError(f"memory_gb is GB per chip (e.g. 80 for an H100), not bytes or MB: got {x!r}, over "
+                         f"{MAX_MEMORY_GB:g} GB on one chip; use memory_gb={gb / 1e9:g} if {x!r} is bytes")
+    return gb
+
+
+def _check_reserve(x: Any) -> float:
+    """x, the share of memory held back, if it lies in [0, 1)."""
+    return check_real(x, "reserve", 0.0, 1.0, closed="low",
+                      hint="; the share of each chip's memory held back (0.1 = 10%), below 1")
 
 
 @dataclass(frozen=True)
@@ -47,6 +83,18 @@ class ServedModel:
     n_lookup_params: float = 0.0  # input embedding (vocab x d_model): a lookup, not read in full per step
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError(f"ServedModel.name must be a str, e.g. 'Llama-3-8B', got {self.name!r}")
+        positive(self.n_params, f"ServedModel {self.name!r}: n_params (parameters held in memory)")
+        for what, n, eg in (("n_layers", self.n_layers, 32), ("d_model", self.d_model, 4096),
+                            ("n_kv_heads", self.n_kv_heads, 8), ("head_dim", self.head_dim, 128)):
+            try:
+                check_count(n, what, 1, eg)  # counts: whole numbers >= 1
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"ServedModel {self.name!r}: {e}") from None
+        positive(self.bytes_per_param, f"ServedModel {self.name!r}: bytes_per_param (2 for bf16, 0.5 for int4)")
+        positive(self.bytes_per_kv, f"ServedModel {self.name!r}: bytes_per_kv (2 for a bf16 cache)")
+        non_negative(self.n_lookup_params, f"ServedModel {self.name!r}: n_lookup_params")
         if not 0 <= self.n_lookup_params < self.n_params:
             raise ValueError(f"{self.name}: n_lookup_params must be in [0, n_params={self.n_params:g}) "
                              f"(the input-embedding table), got {self.n_lookup_params!r}")
@@ -66,38 +114,50 @@ LLAMA3_8B = ServedModel("Llama-3-8B", 8.03e9, 32, 4096, 8, 128, n_lookup_params=
 
 def kv_bytes_per_token(m: ServedModel) -> int:
     """(Lab 06) Bytes of K and V cached per token: 2 (K, V) x layers x KV heads x head_dim x bytes."""
+    m = _check_model(m)
     return 2 * m.n_layers * m.n_kv_heads * m.head_dim * m.bytes_per_kv
 
 
 def weight_bytes(m: ServedModel) -> float:
     """(Lab 06) Bytes of weights held in memory (every parameter): what must fit on the chips."""
-    return m.n_params * m.bytes_per_param
+    return _check_model(m).n_params * m.bytes_per_param
 
 
 def step_weight_bytes(m: ServedModel) -> float:
     """(Lab 06) Bytes of weights one decode step reads: every matmul weight, not the embedding table."""
-    return m.matmul_params * m.bytes_per_param
+    return _check_model(m).matmul_params * m.bytes_per_param
 
 
-def memory_gb(spec: ChipSpec) -> float:
+def memory_gb(spec: ChipSpec | str) -> float:
     """(Lab 06) A chip's memory in GB (1e9 bytes), reading the table's figure in its source's unit."""
+    if isinstance(spec, str):  # a chip name: look it up ("TPU v5 lite" works; "H100" is ambiguous)
+        name, spec = spec, hardware.lookup(spec)
+        if spec is None:
+            raise unknown_chip(name, "pass a ChipSpec, e.g. memory_gb(hardware.lookup('NVIDIA H100 SXM'))")
+    if not isinstance(spec, ChipSpec):
+        raise TypeError(f"memory_gb needs a ChipSpec or a chip name, e.g. memory_gb('NVIDIA H100 SXM'), got "
+                        f"{spec!r} ({type(spec).__name__}); hardware.lookup returns None for a name it does not know")
     return spec.memory_bytes / 1e9  # the table keeps the vendor's number and unit ("80 GB", "32 GiB")
 
 
 def max_batch(m: ServedModel, context: int, memory_gb: float, n_chips: int = 1,
               reserve: float = 0.1) -> int:
     """(Lab 06) Largest batch whose KV cache fits beside the weights (0: the weights do not fit)."""
-    usable = positive(memory_gb, "memory_gb (GB per chip)") * 1e9 * n_chips * (1 - reserve)  # bytes
+    m, context = _check_model(m), check_count(context, "context", 1, 1024)   # tokens per sequence
+    n_chips, reserve = check_count(n_chips, "n_chips", 1, 1), _check_reserve(reserve)
+    usable = _check_memory_gb(memory_gb) * 1e9 * n_chips * (1 - reserve)  # bytes
     free = usable - weight_bytes(m)                    # bytes left for the cache
-    per_seq = kv_bytes_per_token(m) * positive(context, "context (tokens)")  # bytes per sequence
+    per_seq = kv_bytes_per_token(m) * context          # bytes per sequence
     return max(0, math.floor(free / per_seq))
 
 
 def chips_to_fit(m: ServedModel, context: int, batch: int, memory_gb: float,
                  reserve: float = 0.1) -> int:
     """(Lab 06) Fewest chips whose memory holds the weights and `batch` sequences of KV cache."""
+    m, context, batch = _check_model(m), check_count(context, "context", 1, 1024), check_count(batch, "batch", 1, 8)
+    gb, reserve = _check_memory_gb(memory_gb), _check_reserve(reserve)
     need = weight_bytes(m) + batch * context * kv_bytes_per_token(m)   # bytes
-    return max(1, math.ceil(need / (positive(memory_gb, "memory_gb") * 1e9 * (1 - reserve))))
+    return max(1, math.ceil(need / (gb * 1e9 * (1 - reserve))))
 
 
 @dataclass(frozen=True)
@@ -133,14 +193,23 @@ def decode_step(m: ServedModel, batch: int, context: int, n_chips: int, peak_flo
                 bandwidth_gbs: float, *, mfu: float = 0.5, bw_eff: float = 0.8,
                 link_gbs: float | None = None, allreduce_latency_s: float = 0.0) -> DecodeStep:
     """(Lab 06) Roofline time of one decode step, KV reads and tensor-parallel all-reduces included."""
+    m = _check_model(m)
     for what, n in (("batch", batch), ("n_chips", n_chips)):   # whole numbers of sequences and chips
         if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
             raise ValueError(f"{what} must be a whole number >= 1, got {n!r}")
+    context = check_count(context, "context", 0, 1024)          # tokens cached per sequence
     mfu, bw_eff = check_fraction(mfu, "mfu"), check_fraction(bw_eff, "bw_eff")
+    peak, bw = positive(peak_flops, "peak_flops (FLOP/s)"), positive(bandwidth_gbs, "bandwidth_gbs")
+    if peak < MIN_PEAK_FLOPS:   # see MIN_PEAK_FLOPS: no chip is this slow
+        raise ValueError(f"peak_flops={peak_flops!r} is in FLOP/s, and below {MIN_PEAK_FLOPS:g} no chip is that slow "
+                         f"(did you pass TFLOP/s? use {peak:g}e12, or ChipSpec.peak('bf16'))")
+    if bw > MAX_BANDWIDTH_GBS:   # see MAX_BANDWIDTH_GBS: no chip reads this fast
+        raise ValueError(f"bandwidth_gbs is GB/s (e.g. 3350 for an H100), not bytes/s: got {bandwidth_gbs!r}, over "
+                         f"{MAX_BANDWIDTH_GBS:g} GB/s; use bandwidth_gbs={bw / 1e9:g}")
     flops = batch * (2 * m.matmul_params + 4 * m.n_layers * m.d_model * context)  # FLOPs per step
     read = step_weight_bytes(m) + batch * context * kv_bytes_per_token(m)        # bytes per step
-    compute = flops / (mfu * n_chips * positive(peak_flops, "peak_flops (FLOP/s)"))
-    memory = read / (bw_eff * n_chips * positive(bandwidth_gbs, "bandwidth_gbs") * 1e9)
+    compute = flops / (mfu * n_chips * peak)
+    memory = read / (bw_eff * n_chips * bw * 1e9)
     comm, calls = 0.0, 0
     lat = non_negative(allreduce_latency_s, "allreduce_latency_s")  # s per all-reduce, fixed
     if n_chips > 1:
@@ -149,7 +218,11 @@ def decode_step(m: ServedModel, batch: int, context: int, n_chips: int, peak_flo
         act = batch * m.d_model * m.bytes_per_param                  # bytes all-reduced per call
         # link_gbs is the chip's bidirectional figure (labkit.runtime.hardware); a ring sends one way,
         # so each step of it moves data at half of that.
-        one_way = positive(link_gbs, "link_gbs (bidirectional GB/s per chip)") / 2 * 1e9   # bytes/s
+        link = positive(link_gbs, "link_gbs (bidirectional GB/s per chip)")
+        if link > MAX_BANDWIDTH_GBS:  # NVLink 5 is 1800 GB/s: this is bytes/s
+            raise ValueError(f"link_gbs is GB/s (e.g. 900 for an H100's NVLink), not bytes/s: got {link_gbs!r}; "
+                             f"use {link / 1e9:g}")
+        one_way = link / 2 * 1e9                                     # bytes/s
         ring = 2 * (n_chips - 1) / n_chips * act / one_way           # s per ring all-reduce
         calls = 2 * m.n_layers                                       # 2 per layer (attn, MLP)
         comm = calls * (ring + lat)                                  # s per step

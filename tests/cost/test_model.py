@@ -7,7 +7,7 @@ import re
 import pytest
 
 from labkit.cost import model as cost
-from labkit.cost.prices import Price
+from labkit.cost.prices import Price, my_price
 
 # ---------------------------------------------------------------- cost formulas
 
@@ -220,3 +220,30 @@ def test_break_even_refuses_non_finite_ranges() -> None:
             cost.break_even(TPU, GPU, "utilization", lo, hi)
     with pytest.raises(ValueError, match="tol"):
         cost.break_even(TPU, GPU, "utilization", 0.1, 1.0, tol=float("nan"))
+
+
+def test_a_price_for_another_chip_is_refused() -> None:
+    # The v5e's $1.20 priced an H100's hours, silently
+    v5e = my_price("TPU v5e", 1.2)
+    with pytest.raises(ValueError, match=r"usd_per_chip_hour is a price for 'TPU v5e', but chip='NVIDIA H100 SXM'"):
+        cost.train_cost_per_mtok(1000., usd_per_chip_hour=v5e, chip="NVIDIA H100 SXM")
+    with pytest.raises(ValueError, match=r"for 'TPU v5e', but chip='NVIDIA H100 SXM'.*price\('NVIDIA H100 SXM'\)"):
+        cost.serve_cost_per_mtok(1000., v5e, chip="NVIDIA H100 SXM")
+    with pytest.raises(ValueError, match=r"price for 'TPU v5e', but chip='mine'"):
+        cost.train_cost_per_mtok(1000., usd_per_chip_hour=v5e, chip="mine", flops_per_token=6e9, peak_tflops=100)
+    # the same chip under a reported name is the same chip; a float carries no chip to compare
+    assert cost.train_cost_per_mtok(1000., usd_per_chip_hour=v5e, chip="TPU v5 lite").chip == "TPU v5 lite"
+    assert cost.serve_cost_per_mtok(1000., v5e, chip="TPU v5e").chip == "TPU v5e"
+    assert cost.serve_cost_per_mtok(1000., v5e).chip == "TPU v5e"
+    assert cost.serve_cost_per_mtok(1000., 1.2, chip="NVIDIA H100 SXM").chip == "NVIDIA H100 SXM"
+
+
+def test_lookups_reexported_here_refuse_bad_input_too() -> None:
+    with pytest.raises(ValueError, match=r"chip 'H100' is ambiguous: did you mean 'NVIDIA H100 SXM'"):
+        cost.prices("H100")
+    with pytest.raises(ValueError, match=r"unknown cloud 'Azure '; clouds in this table:"):
+        cost.prices(cloud="Azure ")
+    with pytest.raises(TypeError, match=r"pass Price objects, e\.g\. with_override\(my_price\('TPU v5e', 1\.20\)\)"):
+        cost.with_override("TPU v5e", 1.2)
+    with pytest.raises(TypeError, match=r"table must be a list or tuple of Price rows.*got 'abc'"):
+        cost.prices(table="abc")

@@ -71,7 +71,8 @@ def test_a_superseded_price_is_shown_but_enters_no_range_or_pick() -> None:
     assert hi.usd_per_chip_hour == pytest.approx(80.62 / 8)     # was the superseded $12.29
     mine = Price("TPU v5e", "GCP", "on_demand", 0.5, "https://x.example", "undated", superseded="replaced")
     assert cost.left_out(mine) == "superseded: replaced"
-    assert cost.price("TPU v5e", "GCP", table=(mine, cost.my_price("TPU v5e", 0.9, cloud="GCP"))).usd_per_chip_hour == 0.9
+    table = (mine, cost.my_price("TPU v5e", 0.9, cloud="GCP"))
+    assert cost.price("TPU v5e", "GCP", table=table).usd_per_chip_hour == 0.9
 
 
 def test_range_ends_are_marked_and_checked() -> None:
@@ -97,3 +98,74 @@ def test_an_override_replaces_rows_and_says_which() -> None:
     table = cost.with_override(mine)
     assert not any(p in table for p in gone) and mine in table and len(table) == len(cost.PRICES) - 2 + 1
     assert cost.replaced(cost.my_price("TPU v6e", 2.0)) == []
+
+
+# ---------------------------------------------------------------- bad input: a clear error, never a silent miss
+def test_an_unknown_chip_or_cloud_is_refused_with_a_did_you_mean() -> None:
+    # prices("H100") was [], price_range("H100") None: as if the chip had no price
+    with pytest.raises(ValueError, match=r"chip 'H100' is ambiguous: did you mean 'NVIDIA H100 SXM'.*priced in this "
+                                         r"table: NVIDIA H100 PCIe, NVIDIA H100 SXM, TPU v5e, TPU v5p"):
+        cost.prices("H100")
+    with pytest.raises(hardware.UnknownChipError, match=r"chip 'H100' is ambiguous"):  # hardware's error too
+        cost.price_range("H100")
+    with pytest.raises(ValueError, match=r"chip 'v5e' is not in .*did you mean 'TPU v5e'"):
+        cost.price("v5e")
+    # a chip hardware knows but the table does not price: [] / None, as Lab 06 expects (a T4 runtime)
+    assert cost.prices("NVIDIA T4") == [] and cost.price_range("NVIDIA T4") is None
+    assert cost.prices("TPU v5 lite") == cost.prices("TPU v5e")       # reported names resolve
+    with pytest.raises(ValueError, match=r"unknown cloud 'Azure '; clouds in this table: AWS, CoreWeave, GCP"):
+        cost.prices(cloud="Azure ")
+    assert cost.prices(cloud=" gcp ") == cost.prices(cloud="GCP")      # case and spaces are ignored
+    with pytest.raises(TypeError, match=r"cloud must be a cloud's name \(str\).*got 3"):
+        cost.prices(cloud=3)
+    with pytest.raises(TypeError, match=r"chip must be a chip name \(str\).*got 5"):
+        cost.prices(5)
+
+
+def test_a_range_or_pick_needs_one_chip() -> None:
+    # price_range(None) mixed every chip's prices into one "range"; price(None) picked the cheapest of all
+    with pytest.raises(TypeError, match=r"price_range needs one chip's name.*got None"):
+        cost.price_range(None)
+    with pytest.raises(TypeError, match=r"price needs one chip's name.*got None"):
+        cost.price(None)
+
+
+def test_my_price_refuses_a_name_that_would_replace_nothing() -> None:
+    with pytest.raises(ValueError, match=r"chip 'v5e' is not in .*did you mean 'TPU v5e'.*my_price\('TPU v5e', 1.2\)"):
+        cost.my_price("v5e", 1.2)
+    with pytest.raises(ValueError, match=r"chip 'H100' is ambiguous: did you mean 'NVIDIA H100 SXM'"):
+        cost.my_price("H100", 1.2, cloud="AWS")
+    with pytest.raises(TypeError, match=r"chip must be a chip name \(str\), e\.g\. my_price.*got None"):
+        cost.my_price(None, 1.2)
+    with pytest.raises(ValueError, match=r"chip must be a chip name.*got the empty name ' '"):
+        cost.my_price(" ", 1.2)
+    # a reported name is canonicalised, so the override replaces the rows it should
+    mine = cost.my_price("TPU v5 lite", 1.2, cloud="GCP")
+    assert mine.chip == "TPU v5e" and len(cost.replaced(mine)) == 2
+    # Close to a listed name but not one: said aloud, and kept (a real unlisted chip, e.g. NVIDIA B200, is close too)
+    with pytest.warns(UserWarning, match=r"chip 'TPU v9' is not in .*did you mean 'TPU v4'.*replaces no published row"):
+        assert cost.my_price("TPU v9", 1.2).chip == "TPU v9"
+    # Lab 06 prices an unlisted runtime (a CPU) with USD_PER_CHIP_HOUR_OVERRIDE: my_price(rt.chip, ...) keeps working
+    cpu = cost.my_price("Intel(R) Xeon(R) Processor", 0.1)
+    assert cpu.chip == "Intel(R) Xeon(R) Processor"
+    assert cost.prices(cpu.chip, table=cost.with_override(cpu)) == [cpu]   # a name a row carries is found
+
+
+def test_overrides_and_tables_must_be_prices() -> None:
+    # with_override("TPU v5e", 1.2) was AttributeError: 'str' object has no attribute 'chip'
+    with pytest.raises(TypeError, match=r"pass Price objects, e\.g\. with_override\(my_price\('TPU v5e', 1\.20\)\); "
+                                        r"override 1 is 'TPU v5e'"):
+        cost.with_override("TPU v5e", 1.2)
+    with pytest.raises(TypeError, match=r"pass Price objects.*override 1 is None"):
+        cost.with_override(None)
+    with pytest.raises(TypeError, match=r"pass Price objects.*override 2 is 1\.2"):
+        cost.replaced(cost.my_price("TPU v5e", 1.0), 1.2)
+    with pytest.raises(TypeError, match=r"table must be a list or tuple of Price rows.*got 'abc'"):
+        cost.prices(table="abc")
+    with pytest.raises(TypeError, match=r"table\[1\] must be a Price.*got 'x'"):
+        cost.with_override(table=[cost.PRICES[0], "x"])
+    with pytest.raises(TypeError, match=r"table must be a list or tuple of Price rows.*got 7"):
+        cost.warnings(7)
+    for fn in (cost.current, cost.left_out, cost.primary, cost.age_days):
+        with pytest.raises(TypeError, match=r"must be a Price \(a row of PRICES, or my_price.*got 'abc'"):
+            fn("abc")

@@ -68,3 +68,85 @@ def test_per_allreduce_latency_is_optional_and_counted_per_call() -> None:
     assert one.allreduces == 0 and one.comm_s == 0
     with pytest.raises(ValueError, match="allreduce_latency_s must be a finite number >= 0"):
         S.decode_step(M, 8, 1024, 4, 197e12, 819, link_gbs=400, allreduce_latency_s=-1e-6)
+
+
+# ---------------------------------------------------------------- bad input: a clear error, never a wrong number
+def test_figures_in_the_wrong_unit_are_refused_with_the_fix() -> None:
+    # 989 (TFLOP/s) as FLOP/s gave a 2.5e8 s step; 3350e9 (bytes/s) as GB/s a 6e-12 s one.
+    with pytest.raises(ValueError, match=r"peak_flops=989 is in FLOP/s.*did you pass TFLOP/s\? use 989e12"):
+        S.decode_step(M, 8, 1024, 1, 989, 3350)
+    with pytest.raises(ValueError, match=r"bandwidth_gbs is GB/s .*bytes/s: got 3350000000000\.0.*bandwidth_gbs=3350"):
+        S.decode_step(M, 8, 1024, 1, 989e12, 3350e9)
+    with pytest.raises(ValueError, match=r"link_gbs is GB/s .*got 900000000000\.0; use 900"):
+        S.decode_step(M, 8, 1024, 2, 989e12, 3350, link_gbs=900e9)
+    with pytest.raises(ValueError, match=r"memory_gb is GB per chip .*not bytes.*got 80000000000\.0.*memory_gb=80"):
+        S.max_batch(M, 1024, 80e9)
+    with pytest.raises(ValueError, match=r"memory_gb is GB per chip .*got 80000000000\.0"):
+        S.chips_to_fit(M, 1024, 8, 80e9)
+    # the bounds sit far from every chip in the table: each one's own figures pass
+    from labkit.runtime import hardware
+    for spec in hardware.CHIPS.values():
+        peak = max(p for p in spec.peak_tflops.values() if p) * 1e12
+        S.decode_step(M, 1, 1024, 2, peak, spec.bandwidth_gbs, link_gbs=spec.link_gbs or 32.0)
+        assert S.chips_to_fit(M, 1024, 1, S.memory_gb(spec)) >= 1
+    assert S.MIN_PEAK_FLOPS < 1e12 and S.MAX_BANDWIDTH_GBS > 1e4 and S.MAX_MEMORY_GB > 1e3
+
+
+def test_context_batch_chips_and_reserve_are_checked() -> None:
+    # A negative context made a faster step; reserve=-1 let 1072 sequences "fit" where 416 do; n_chips=0 said
+    # "the weights do not fit"; reserve=1.0 raised ZeroDivisionError.
+    with pytest.raises(ValueError, match=r"context must be >= 0, got -1024"):
+        S.decode_step(M, 8, -1024, 1, 989e12, 3350)
+    with pytest.raises(TypeError, match=r"context must be a whole number >= 0, got 1\.5"):
+        S.decode_step(M, 8, 1.5, 1, 989e12, 3350)
+    assert S.decode_step(M, 8, 0, 1, 989e12, 3350).context == 0     # an empty cache is a valid step
+    for bad in (-1, 1.5, 1.0):
+        with pytest.raises(ValueError, match=rf"reserve must be a finite number in \[0, 1\), got {bad}"):
+            S.max_batch(M, 1024, 80, reserve=bad)
+        with pytest.raises(ValueError, match=rf"reserve must be a finite number in \[0, 1\), got {bad}"):
+            S.chips_to_fit(M, 1024, 256, 80, reserve=bad)
+    assert S.max_batch(M, 1024, 80, reserve=0) == int((80e9 - 16.06e9) // (1024 * 131072))  # 0: hold nothing back
+    for bad in (0, -2):
+        with pytest.raises(ValueError, match=rf"n_chips must be >= 1, got {bad}"):
+            S.max_batch(M, 1024, 80, n_chips=bad)
+    with pytest.raises(TypeError, match=r"n_chips must be a whole number >= 1, got 2\.0"):
+        S.max_batch(M, 1024, 80, n_chips=2.0)
+    with pytest.raises(ValueError, match=r"batch must be >= 1, got -256"):
+        S.chips_to_fit(M, 1024, -256, 80)
+    with pytest.raises(ValueError, match=r"context must be >= 1, got 0"):
+        S.chips_to_fit(M, 0, 8, 80)
+    with pytest.raises(ValueError, match=r"context must be >= 1, got -1024"):
+        S.max_batch(M, -1024, 80)
+
+
+def test_a_served_model_checks_its_shape() -> None:
+    with pytest.raises(ValueError, match=r"ServedModel 'x': n_layers must be >= 1, got 0"):
+        S.ServedModel("x", 8e9, 0, 4096, 8, 128)
+    with pytest.raises(ValueError, match=r"ServedModel 'x': n_kv_heads must be >= 1, got -8"):
+        S.ServedModel("x", 8e9, 32, 4096, -8, 128)
+    with pytest.raises(TypeError, match=r"ServedModel 'x': head_dim must be a whole number >= 1, got 128\.5"):
+        S.ServedModel("x", 8e9, 32, 4096, 8, 128.5)
+    with pytest.raises(ValueError, match=r"ServedModel 'x': bytes_per_param .* > 0, got 0"):
+        S.ServedModel("x", 8e9, 32, 4096, 8, 128, bytes_per_param=0)
+    with pytest.raises(ValueError, match=r"ServedModel 'x': bytes_per_kv .* > 0, got -2"):
+        S.ServedModel("x", 8e9, 32, 4096, 8, 128, bytes_per_kv=-2)
+    with pytest.raises(ValueError, match=r"ServedModel 'x': n_params .* > 0, got 0"):
+        S.ServedModel("x", 0, 32, 4096, 8, 128)
+    assert S.weight_bytes(S.ServedModel("int4", 8e9, 32, 4096, 8, 128, bytes_per_param=0.5)) == 4e9  # 4-bit weights
+
+
+def test_a_name_where_an_object_is_needed() -> None:
+    from labkit.runtime import hardware
+    # hardware.lookup("H100") is None (ambiguous): memory_gb(None) was an AttributeError deep inside
+    with pytest.raises(TypeError, match=r"memory_gb needs a ChipSpec or a chip name.*got None"):
+        S.memory_gb(hardware.lookup("H100"))
+    with pytest.raises(ValueError, match=r"chip 'H100' is ambiguous: did you mean 'NVIDIA H100 SXM'"):
+        S.memory_gb("H100")
+    with pytest.raises(hardware.UnknownChipError, match=r"did you mean 'TPU v5e'"):   # hardware's error too
+        S.memory_gb("v5e")
+    assert S.memory_gb("NVIDIA H100 SXM") == 80.0 and S.memory_gb("TPU v5 lite") == 16.0  # a name is looked up
+    for call in (lambda: S.kv_bytes_per_token("Llama-3-8B"), lambda: S.weight_bytes("Llama-3-8B"),
+                 lambda: S.max_batch("Llama-3-8B", 1024, 80), lambda: S.chips_to_fit("Llama-3-8B", 1024, 8, 80),
+                 lambda: S.decode_step("Llama-3-8B", 8, 1024, 1, 989e12, 3350)):
+        with pytest.raises(TypeError, match=r"pass a ServedModel \(e\.g\. serving\.LLAMA3_8B.*got 'Llama-3-8B'"):
+            call()
