@@ -100,10 +100,18 @@ def weights_bytes(model: Any, source: str | None = None) -> tuple[bytes, dict[st
 
     if source is not None and source not in SOURCES:  # the manifest says where the weights come from
         raise WeightsError(f"source must be one of {SOURCES} (or None: from the model), got {source!r}")
+    _check_model(model, "weights_bytes")
     flat = flat_params_numpy(model)  # fp32, PyTorch layout, on the host (works for XLA tensors too)
     is_torch = any(c.__module__.startswith("torch.") for c in type(model).__mro__)
     manifest = make_manifest(flat, model.cfg, source or ("torch" if is_torch else "flax"))
     return save(flat, metadata={MANIFEST_KEY: json.dumps(manifest)}), manifest
+
+
+def _check_model(model: Any, call: str) -> None:
+    """A FlaxGPT or TorchGPT (it has .cfg): a state_dict or a dict of arrays is not one."""
+    if not isinstance(getattr(model, "cfg", None), GPTConfig):
+        raise WeightsError(f"{call} needs the course model (TorchGPT(cfg) or FlaxGPT), got {type(model).__name__}"
+                           + ("; a state_dict has no config: pass the model itself" if isinstance(model, dict) else ""))
 
 
 def save_weights(model: Any, path: str | Path, source: str | None = None) -> dict[str, Any]:
@@ -260,6 +268,7 @@ def read_weights(path: str | Path, cfg: GPTConfig | None = None) -> tuple[dict[s
 
 def load_weights(path: str | Path, model: Any) -> Any:
     """Fill a FlaxGPT or TorchGPT from a validated weights file; untouched if refused (Lab 05)."""
+    _check_model(model, "load_weights")
     flat, _ = read_weights(path, model.cfg)  # raises before the model is touched
     return load_flat_params(model, flat)
 

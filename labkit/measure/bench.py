@@ -123,7 +123,18 @@ def time_fn(
     """
     repeats, warmup = check_number("repeats", repeats, count=True), check_number("warmup", warmup, count=True, zero_ok=True)
     calls = None if calls is None else check_number("calls", calls, "or None: enough calls for MIN_WINDOW_S", count=True)
-    make = make_inputs or (lambda i: ())
+    if not callable(fn) or (make_inputs is not None and not callable(make_inputs)):
+        bad, what = ("fn", fn) if not callable(fn) else ("make_inputs", make_inputs)
+        raise TypeError(f"{bad} must be a function, got {type(what).__name__} {what!r:.60}; "
+                        "e.g. time_jax(f, lambda i: (a, b)): f is timed on the arguments make_inputs(i) returns")
+
+    def make(i: int) -> Sequence[Any]:
+        args = make_inputs(i) if make_inputs is not None else ()
+        if not isinstance(args, (tuple, list)):  # an array would be unpacked along its first axis
+            raise TypeError(f"make_inputs({i}) returned a {type(args).__name__}, not a tuple of arguments: "
+                            "for one argument write lambda i: (a,) (the comma makes the tuple)")
+        return args
+
     for i in range(warmup):  # compile, autotune, allocate: none of it is the steady state
         sync(fn(*make(i)))
     if calls is None:  # one warm call, timed, sets the count

@@ -372,6 +372,8 @@ def matmul_sweep(
     """Square matmuls of each size; the best of them is the *achievable* peak (Lab 00)."""
     if framework not in ("jax", "torch"):
         raise ValueError(f"framework must be 'jax' or 'torch', got {framework!r}")
+    if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence) or not sizes:
+        raise TypeError(f"sizes must be a non-empty list of matrix sizes, e.g. [1024, 2048], got {sizes!r}")
     pts = []
     for s in progress(sizes, desc=f"{framework} {dtype} matmul"):
         if framework == "jax":

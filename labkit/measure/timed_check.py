@@ -16,6 +16,8 @@ fails it).
 
 from __future__ import annotations
 
+import numbers
+
 from typing import Any
 
 import numpy as np
@@ -40,6 +42,9 @@ def matmul_error(framework: str, dtype: str, device: Any = None, m: int = 128, n
         raise ValueError(f"framework must be 'jax' or 'torch', got {framework!r}")
     if dtype not in TOLERANCE:
         raise ValueError(f"dtype {dtype!r} is not one Lab 00 times; use one of {', '.join(TOLERANCE)}")
+    for v, name in ((m, "m"), (n, "n"), (k, "k")):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+            raise ValueError(f"{name} must be a whole number >= 1 (a matrix size), got {v!r}")
     a, b = _inputs(m, n, k, dtype, seed)
     ref = a @ b  # float64: exact products, a float64 sum
     if framework == "jax":

@@ -77,14 +77,30 @@ def quantize(x: Any, fmt: str = FORWARD, scaled: bool = True) -> tuple[np.ndarra
     ``q.astype(float32) / scale``. Saturating (clip before the cast) matches NVIDIA's satfinite
     conversions; a plain cast would give NaN (e4m3) or inf (e5m2) past max.
     """
-    f = format_info(fmt)
-    if f.exponent_bits == 0 or f.bits != 8:
-        raise ValueError(f"quantize needs an fp8 format ({FORWARD} or {BACKWARD}), got {fmt!r}")
+    f = _fp8_format(fmt, "quantize")
     x32 = np.asarray(x, np.float32)
+    _check_finite(x32, "quantize")
     amax = float(np.max(np.abs(x32))) if x32.size else 0.0
     scale = f.max / amax if scaled and amax > 0 else 1.0
     q = np.clip(x32 * np.float32(scale), -f.max, f.max).astype(dtype_of(fmt))
     return q, scale
+
+
+def _fp8_format(fmt: str, call: str) -> Any:
+    """fmt's Format if it is an fp8 one; ValueError naming it otherwise (a bf16 'scale' saturates nothing)."""
+    f = format_info(fmt)
+    if f.exponent_bits == 0 or f.bits != 8:
+        raise ValueError(f"{call} needs an fp8 format ({FORWARD} or {BACKWARD}), got {fmt!r}")
+    return f
+
+
+def _check_finite(x: Any, call: str) -> None:
+    """A concrete array with an inf or NaN has no amax to scale by (the scale would be 0 or NaN)."""
+    bad = ~np.isfinite(np.asarray(x, np.float32))
+    if bad.any():
+        i = tuple(int(j) for j in np.argwhere(bad)[0])
+        raise ValueError(f"{call}: x has a non-finite value ({np.asarray(x).flat[bad.argmax()]}) at index {i}: "
+                         "current scaling divides by amax(|x|); find where the inf/NaN came from first")
 
 
 def dequantize(q: np.ndarray, scale: float) -> np.ndarray:
@@ -95,6 +111,8 @@ def dequantize(q: np.ndarray, scale: float) -> np.ndarray:
 def quantization_error(x: Any, fmt: str = FORWARD, scaled: bool = True) -> float:
     """(Lab 04) ||dequantize(quantize(x)) - x|| / ||x|| in float64."""
     x64 = np.asarray(x, np.float64)
+    if not np.any(x64):  # ||x|| = 0: a relative error of an all-zero tensor is 0/0
+        raise ValueError(f"quantization_error: x is all zeros (shape {x64.shape}): a relative error needs ||x|| > 0")
     y = dequantize(*quantize(x, fmt, scaled)).astype(np.float64)
     return float(np.linalg.norm(y - x64) / np.linalg.norm(x64))
 
@@ -105,7 +123,7 @@ def quantization_error(x: Any, fmt: str = FORWARD, scaled: bool = True) -> float
 def _q_jax(x: Any, fmt: str) -> tuple[Any, Any]:
     import jax.numpy as jnp
 
-    fmax = format_info(fmt).max
+    fmax = _fp8_format(fmt, "quantize_jax").max
     amax = jnp.max(jnp.abs(x)).astype(jnp.float32)
     scale = jnp.where(amax > 0, fmax / amax, 1.0)  # () float32
     q = jnp.clip(x.astype(jnp.float32) * scale, -fmax, fmax).astype(dtype_of(fmt))
@@ -152,6 +170,14 @@ _FP8_MATMUL: Any = None
 
 def quantize_jax(x: Any, fmt: str = FORWARD) -> tuple[Any, Any]:
     """(Lab 04) (fp8 array, fp32 scale) in JAX: current scaling, saturating cast."""
+    import jax
+
+    if not isinstance(x, jax.core.Tracer):  # concrete (not under jit): its values can be checked
+        arr = np.asarray(x)
+        if arr.size == 0 or not np.issubdtype(arr.dtype, np.floating):
+            raise ValueError(f"quantize_jax needs a non-empty float array, got {arr.dtype} of shape {arr.shape}; "
+                             "e.g. jnp.asarray(x, jnp.float32)")
+        _check_finite(arr, "quantize_jax")
     return _q_jax(x, fmt)
 
 
@@ -177,6 +203,10 @@ def matmul_errors(m: int = 128, k: int = 256, n: int = 128, seed: int = 0,
     import jax
     import jax.numpy as jnp
 
+    from labkit.gpt.data import check_count, check_real
+
+    m, k, n = (check_count(v, name, example=128) for v, name in ((m, "m"), (k, "k"), (n, "n")))
+    std = check_real(std, "std", low=0.0, hint=" (the inputs' standard deviation, e.g. 1.0 or 1e-3)")
     rng = np.random.default_rng(seed)
     x = (std * rng.standard_normal((m, k))).astype(np.float32)
     w = (std * rng.standard_normal((k, n))).astype(np.float32)

@@ -344,3 +344,20 @@ def test_convert_missing_or_truncated_checkpoint(tmp_path: Path) -> None:
     with pytest.raises(WeightsError, match=r"cut.pt: torch.load\(weights_only=True\) cannot read it .*truncated"):
         weights.convert_torch_checkpoint(tmp_path / "cut.pt", tmp_path / "o.safetensors", CFG)
     assert not (tmp_path / "o.safetensors").exists()
+
+
+def test_a_state_dict_is_not_the_model(tmp_path) -> None:
+    """A probe passed model.state_dict(): the error came from deep in flax_model ('wte')."""
+    import torch
+
+    from labkit.export import weights as W
+    from labkit.gpt.config import GPTConfig
+    from labkit.gpt.torch_model import TorchGPT
+
+    sd = TorchGPT(GPTConfig(vocab_size=256, seq_len=16, n_layer=1, n_head=2, d_model=32)).state_dict()
+    assert isinstance(next(iter(sd.values())), torch.Tensor)
+    with pytest.raises(W.WeightsError, match="needs the course model .* got OrderedDict; a state_dict has no config"):
+        W.save_weights(sd, tmp_path / "w.safetensors")
+    with pytest.raises(W.WeightsError, match="load_weights needs the course model .* got NoneType"):
+        W.load_weights(tmp_path / "w.safetensors", None)
+    assert not list(tmp_path.iterdir())  # nothing half-written

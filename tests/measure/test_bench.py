@@ -266,3 +266,16 @@ def test_confirm_and_queue_and_run_check_their_counts() -> None:
         bench.confirm(lambda: [], lambda v: v[0] > 0)
     with pytest.raises(ValueError, match="need warmup >= 0"):  # was accepted
         bench.queue_and_run_s(lambda: None, lambda out: None, warmup=-1)
+
+
+def test_time_fn_says_how_to_pass_inputs() -> None:
+    """A probe passed lambda i: a (an array): it was unpacked along its first axis ('takes 1 argument but 8')."""
+    a = np.ones((8, 4))
+    with pytest.raises(TypeError, match=r"make_inputs\(0\) returned a ndarray, not a tuple .* lambda i: \(a,\)"):
+        bench.time_fn(lambda x: x, lambda i: a, sync=lambda _: None, warmup=1, repeats=1)
+    with pytest.raises(TypeError, match=r"make_inputs must be a function, got tuple"):
+        bench.time_fn(lambda x: x, (a,), sync=lambda _: None)
+    with pytest.raises(TypeError, match=r"fn must be a function, got ndarray"):
+        bench.time_fn(a, sync=lambda _: None)
+    t = bench.time_fn(lambda x: x, lambda i: [a], sync=lambda _: None, warmup=0, repeats=2)
+    assert len(t.times_s) == 2

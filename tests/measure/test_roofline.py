@@ -231,3 +231,9 @@ def test_torch_probes_draw_their_inputs_on_the_gpu(monkeypatch: pytest.MonkeyPat
         assert gens == (["cuda"] if gpu else ["cpu"])  # matmul_torch's seeded generator lives where it draws
         assert draws == [where] * 5 and moves == [where] * 5  # two matmul operands, one vector per probe
         monkeypatch.undo()
+
+
+@pytest.mark.parametrize("bad", [64, [], "1024"])
+def test_matmul_sweep_wants_a_list_of_sizes(bad) -> None:
+    with pytest.raises(TypeError, match=r"sizes must be a non-empty list of matrix sizes, e.g. \[1024, 2048\]"):
+        roofline.matmul_sweep("jax", bad, "fp32")

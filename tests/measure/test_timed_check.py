@@ -41,3 +41,9 @@ def test_bad_input() -> None:
         timed_check.matmul_error("mxnet", "fp32")
     with pytest.raises(ValueError, match="dtype 'tf32' is not one Lab 00 times; use one of fp32, bf16, fp16"):
         timed_check.matmul_error("jax", "tf32")
+
+
+@pytest.mark.parametrize("bad", [0, -4, 2.5, True])
+def test_matmul_error_refuses_a_size_that_is_not_one(bad) -> None:
+    with pytest.raises(ValueError, match=f"m must be a whole number >= 1 \\(a matrix size\\), got {bad!r}"):
+        timed_check.matmul_error("jax", "fp32", m=bad)

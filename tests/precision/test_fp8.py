@@ -123,3 +123,24 @@ def test_speed_summary_bad_input_names_the_value() -> None:
         fp8.speed_summary(4e-3, 2e-3, float("nan"), 2.0)
     with pytest.raises(ValueError, match=r"spec_ratio .*> 0 .*got 0"):
         fp8.speed_summary(4e-3, 2e-3, 2e-3, 0)
+
+
+def test_fp8_quantizers_refuse_what_they_cannot_scale() -> None:
+    """A probe found a bf16 'quantization' (scale 3.4e38), an inf giving scale 0, and NaN errors for std=0."""
+    x = np.array([[1.0, -2.0], [np.inf, 0.5]], np.float32)
+    with pytest.raises(ValueError, match=r"quantize_jax: x has a non-finite value \(inf\) at index \(1, 0\)"):
+        fp8.quantize_jax(jnp.asarray(x))
+    with pytest.raises(ValueError, match=r"quantize: x has a non-finite value \(inf\) at index \(1, 0\)"):
+        fp8.quantize(x)
+    with pytest.raises(ValueError, match="quantize_jax needs an fp8 format .* got 'bf16'"):
+        fp8.quantize_jax(jnp.ones((2, 2)), "bf16")
+    with pytest.raises(ValueError, match="non-empty float array, got int32"):
+        fp8.quantize_jax(jnp.arange(4))
+    with pytest.raises(ValueError, match=r"all zeros \(shape \(3,\)\)"):
+        fp8.quantization_error(np.zeros(3))
+    with pytest.raises(ValueError, match="std must be a finite number > 0, got 0"):
+        fp8.matmul_errors(16, 16, 16, std=0)
+    with pytest.raises(ValueError, match="m must be >= 1, got 0"):
+        fp8.matmul_errors(0, 16, 16)
+    q, s = jax.jit(fp8.quantize_jax)(jnp.ones((2, 2)))  # under jit the values are not checked (traced), still works
+    assert float(s) == pytest.approx(448.0)
