@@ -96,6 +96,8 @@ def poisson_requests(n: int, rate: float, prompt_len: tuple[int, int], output_le
         raise ValueError(f"n must be a positive integer (requests), got {n!r}")
     if not _is_int(vocab_size) or vocab_size < 1:
         raise ValueError(f"vocab_size must be a positive integer (token ids 0..vocab_size-1), got {vocab_size!r}")
+    if not _is_int(seed) or seed < 0:
+        raise ValueError(f"seed must be a whole number >= 0 (numpy's generators take no negative seed), got {seed!r}")
     n, rate = int(n), float(rate)
     (p_lo, p_hi), (o_lo, o_hi) = _lengths("prompt_len", prompt_len), _lengths("output_len", output_len)
     rng = np.random.default_rng(seed)

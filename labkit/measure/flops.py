@@ -24,6 +24,7 @@ kernels *with* their backward pass's recomputation of the scores (one extra atte
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -91,6 +92,8 @@ def param_count(cfg: GPTConfig, params: str) -> int:
 
 def _seq(cfg: GPTConfig, seq: int | None) -> int:
     t = cfg.seq_len if seq is None else seq
+    if isinstance(t, bool) or not isinstance(t, numbers.Integral):  # '64' or 64.0: '<' between str and int
+        raise TypeError(f"seq must be a whole number of tokens in 1..cfg.seq_len={cfg.seq_len}, got {t!r}")
     if not 0 < t <= cfg.seq_len:
         raise ValueError(f"seq must be in 1..cfg.seq_len={cfg.seq_len}, got {t}")
     return t

@@ -15,6 +15,7 @@ one shape gives one number in every table and plot.)
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -110,8 +111,9 @@ def agreement_tolerance(a: Timing, b: Timing) -> float:
 
 def relative_gap(a: float, b: float) -> float:
     """|b / a - 1|: how far b is from a, as a fraction of a (Lab 02)."""
-    if not a > 0 or not b > 0:
-        raise ValueError(f"need two positive times, got {a!r} and {b!r}")
+    if any(isinstance(v, (bool, str, bytes)) or not isinstance(v, numbers.Real) for v in (a, b)) \
+            or not a > 0 or not b > 0:  # '1' or NaN: no order to compare
+        raise ValueError(f"need two positive times in seconds, got {a!r} and {b!r}")
     return abs(b / a - 1)
 
 

@@ -193,3 +193,8 @@ def test_alone_spaces_requests_out() -> None:
     calm = load.alone(reqs)
     assert [(r.id, r.arrival_s, r.output_len) for r in calm] == [(7, 0.0, 5), (8, 1e6, 9)]
     assert calm[1].prompt is reqs[1].prompt
+
+
+def test_a_negative_seed_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="seed must be a whole number >= 0 .* got -1"):
+        load.poisson_requests(4, 10.0, (2, 9), (1, 5), 256, seed=-1)

@@ -282,3 +282,10 @@ def test_xla_count_without_any_all_op_count_gives_no_share(monkeypatch: pytest.M
     monkeypatch.delattr(_jax, "hlo_module_cost_analysis")
     c = flops.xla_count(_plugin_compiled(lowered, None, None))
     assert math.isnan(c.flops_program) and c.matmul_flop_share is None and c.matmul_flops == 2 * 8 * 16 * 4
+
+
+def test_seq_as_text_is_refused_by_name() -> None:
+    from labkit.gpt.config import get_config
+
+    with pytest.raises(TypeError, match=r"seq must be a whole number of tokens in 1..cfg.seq_len=\d+, got '64'"):
+        flops.flops_per_token(get_config("smoke"), "64")

@@ -88,3 +88,9 @@ def test_a_negative_step_time_never_becomes_a_negative_throughput() -> None:
         steptime.StepTime(Timing((-1.0,), 0), 2, 8)
     with pytest.raises(ValueError, match="no timed repeats"):
         steptime.same_step(Timing((), 0), _timing(0.04, 0.01))
+
+
+@pytest.mark.parametrize("a, b", [("1", 2.0), (1.0, float("nan")), (True, 2.0)])
+def test_relative_gap_needs_two_positive_times(a, b) -> None:
+    with pytest.raises(ValueError, match="need two positive times in seconds"):
+        steptime.relative_gap(a, b)
