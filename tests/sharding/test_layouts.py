@@ -299,9 +299,11 @@ def test_mesh_devices_on_one_gpu_falls_back_to_the_simulated_cpus(monkeypatch: p
 
 def _abstract_mesh():
     """A (data 2, model 4) mesh without devices: named() and place()'s checks run without starting JAX."""
-    from jax.sharding import AbstractMesh
+    from jax.sharding import AbstractMesh, AxisType
 
-    return AbstractMesh((2, 4), ("data", "model"))
+    # Auto axes, as make_mesh's default: newer JAX (0.12) defaults an AbstractMesh to Explicit axes, where a
+    # spec holding UNCONSTRAINED is refused by JAX itself
+    return AbstractMesh((2, 4), ("data", "model"), axis_types=(AxisType.Auto, AxisType.Auto))
 
 
 _SE, _P = sharding.ShardingError, sharding.spec_of
