@@ -17,7 +17,7 @@ LABS_DIR_HELP = "read the lab notebooks from this folder (default: the course's 
 
 
 def _lowered_labs() -> str:
-    """"00, 01, 02 and 05": the labs with functions registered for `labkit lower` (Lab 00)."""
+    """"00, 01, 02, 04 and 05": the labs with functions registered for `labkit lower` (Lab 00)."""
     from labkit.course import lowerables  # noqa: F401 - registering is cheap: factories import lazily
     from labkit.course.registry import REGISTRY
 

@@ -86,3 +86,35 @@ def _exported_forward() -> tuple[Callable[..., Any], tuple[Any, ...]]:
     cfg = get_config("test")
     tokens = jax.ShapeDtypeStruct((2, cfg.seq_len), jnp.int32)  # (batch, seq)
     return jax.jit(forward_fn(cfg)), (weight_specs(cfg), tokens)
+
+
+@register("lab04.fp8_matmul_grad", "04_mixed_precision")
+def _fp8_grad() -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    import jax
+    import jax.numpy as jnp
+
+    from labkit.precision import fp8
+
+    # Lab 04's scaled fp8 matmul and its custom VJP: e4m3 operands forward, e5m2 gradients back
+    x, w = jax.ShapeDtypeStruct((64, 128), jnp.float32), jax.ShapeDtypeStruct((128, 64), jnp.float32)
+    return jax.jit(jax.grad(lambda a, b: fp8.fp8_matmul(a, b).sum(), argnums=(0, 1))), (x, w)
+
+
+@register("lab04.bf16_grad", "04_mixed_precision")
+def _bf16_grad() -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from labkit.gpt.config import get_config
+    from labkit.gpt.flax_model import flax_loss
+    from labkit.precision.train import init_flat
+    from labkit.precision.train_jax import jax_parts
+
+    cfg = get_config("test")
+    graphdef, params, rest = jax_parts(cfg, "bf16", init_flat(cfg))  # bf16 compute, fp32 master weights
+    tokens = jax.ShapeDtypeStruct((2, cfg.seq_len), jnp.int32)  # (batch, seq)
+
+    def grads(p: Any, x: Any, y: Any) -> Any:
+        return jax.grad(lambda q: flax_loss(nnx.merge(graphdef, q, rest), x, y))(p)
+    return jax.jit(grads), (_spec(params), tokens, tokens)

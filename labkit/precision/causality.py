@@ -87,9 +87,9 @@ def _jax_step(cfg: GPTConfig, precision: str, flat: dict[str, np.ndarray], cut: 
 
     from labkit.gpt.flax_model import cross_entropy_jax
     from labkit.precision.train import fp32_matmul_context
-    from labkit.precision.train_jax import _jax_parts
+    from labkit.precision.train_jax import jax_parts
 
-    graphdef, params, rest = _jax_parts(cfg, precision, flat)  # the compute dtype the training used
+    graphdef, params, rest = jax_parts(cfg, precision, flat)  # the compute dtype the training used
 
     def loss_before_cut(p: Any, x: Any) -> Any:
         logits = nnx.merge(graphdef, p, rest)(x)  # (batch, seq, vocab)

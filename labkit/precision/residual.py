@@ -123,7 +123,7 @@ def stream_rounding(cfg: GPTConfig, flat: dict[str, np.ndarray], tokens: np.ndar
     from flax import nnx
 
     from labkit.precision.train import compute_dtype
-    from labkit.precision.train_jax import _jax_parts
+    from labkit.precision.train_jax import jax_parts
 
     low = jnp.dtype(compute_dtype(precision))
     if low == jnp.float32:
@@ -132,7 +132,7 @@ def stream_rounding(cfg: GPTConfig, flat: dict[str, np.ndarray], tokens: np.ndar
     if tokens.ndim != 2 or tokens.shape[1] > cfg.seq_len or not np.issubdtype(tokens.dtype, np.integer):
         raise ValueError(f"tokens must be integer ids of shape (batch, seq <= {cfg.seq_len}), got {tokens.dtype} "
                          f"{tokens.shape}; e.g. tokens[:4 * {cfg.seq_len}].reshape(4, {cfg.seq_len})")
-    model = nnx.merge(*_jax_parts(cfg, precision, flat, residual="fp32"))
+    model = nnx.merge(*jax_parts(cfg, precision, flat, residual="fp32"))
     x = model.embed(jnp.asarray(tokens, jnp.int32))  # (batch, seq, d_model) fp32
     sums = {dt: np.zeros(4) for dt in (low, jnp.dtype(jnp.float32))}  # lost, err², moved, size² per dtype
     for block in model.blocks:

@@ -28,8 +28,9 @@ def _jax_dtype(precision: str) -> Any:
     return getattr(jnp, compute_dtype(precision))
 
 
-def _jax_parts(cfg: GPTConfig, precision: str, flat: dict[str, np.ndarray],
-               residual: str = "compute") -> tuple[Any, ...]:
+def jax_parts(cfg: GPTConfig, precision: str, flat: dict[str, np.ndarray],
+              residual: str = "compute") -> tuple[Any, ...]:
+    """(Lab 04) FlaxGPT computing in ``precision`` from fp32 ``flat`` weights: nnx.split's (graphdef, params, rest)."""
     import jax.numpy as jnp
     from flax import nnx
 
@@ -51,7 +52,7 @@ def saved_tensors_jax(cfg: GPTConfig, precision: str, x: np.ndarray, flat: dict[
 
     from labkit.gpt.flax_model import flax_loss
 
-    graphdef, params, rest = _jax_parts(cfg, precision, flat, residual)
+    graphdef, params, rest = jax_parts(cfg, precision, flat, residual)
     xj = jax.numpy.asarray(x)
     f = lambda p: flax_loss(nnx.merge(graphdef, p, rest), xj, xj)  # noqa: E731
     res = jax.eval_shape(lambda p: jax.vjp(f, p)[1], params)  # the vjp closure's residuals
@@ -78,7 +79,7 @@ def train_jax(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfi
     from labkit.gpt.flax_model import flax_flat_params, flax_loss
 
     flat = init_flat(cfg, tc.seed) if flat is None else flat
-    graphdef, params, rest = _jax_parts(cfg, precision, flat, tc.jax_residual)
+    graphdef, params, rest = jax_parts(cfg, precision, flat, tc.jax_residual)
     # Same recipe as train_torch: clip the (unscaled, fp32) global norm, AdamW with linear warm-up.
     # optax counts applied updates; a skipped fp16 step restores the state, count included.
     sched = lambda count: tc.lr * jnp.minimum(1.0, (count + 1) / tc.warmup) if tc.warmup else tc.lr  # noqa: E731
@@ -170,7 +171,7 @@ def heldout_loss_jax(cfg: GPTConfig, flat: dict[str, np.ndarray], tokens: np.nda
     seq = cfg.seq_len if seq is None else check_count(seq, "seq", example=cfg.seq_len)
     if seq > cfg.seq_len:
         raise ValueError(f"seq={seq} is longer than the model's seq_len={cfg.seq_len}; use seq <= {cfg.seq_len}")
-    graphdef, params, rest = _jax_parts(cfg, precision, flat, residual)
+    graphdef, params, rest = jax_parts(cfg, precision, flat, residual)
     loss = jax.jit(lambda p, x, y: flax_loss(nnx.merge(graphdef, p, rest), x, y))
     rng, total = np.random.default_rng(seed), 0.0
     with fp32_matmul_context("jax", fp32_matmul):

@@ -13,7 +13,7 @@ def test_every_registered_function_lowers_for_tpu_and_cuda() -> None:
     assert not failed, "\n".join(failed)
     names = {r.name for r in results}
     assert {"lab00.matmul_bf16", "lab01.pallas_matmul", "lab02.gpt_forward", "lab02.gpt_train_step",
-            "lab05.exported_forward"} <= names
+            "lab04.fp8_matmul_grad", "lab04.bf16_grad", "lab05.exported_forward"} <= names
     assert {r.platform for r in results if r.name == "lab01.pallas_matmul"} == {"tpu"}  # TPU-only kernel
     assert all(r.stablehlo_bytes > 0 for r in results)
 
@@ -63,3 +63,17 @@ def test_cli_lower(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "2 lowered, 0 failed" in out
     assert cli.main(["lower", "--platform", "quantum"]) == 2
+
+
+@pytest.mark.parametrize("platform", ["tpu", "cuda"])
+def test_lab04_lowerings_carry_the_formats_they_teach(platform: str) -> None:
+    """Lab 04's registered steps lower with the narrow types in the program, not silently upcast to fp32."""
+    from jax import export
+
+    import labkit.course.lowerables  # noqa: F401  fills the registry (lower_all does this itself)
+
+    for name, types in (("lab04.fp8_matmul_grad", ("f8E4M3FN", "f8E5M2")), ("lab04.bf16_grad", ("bf16",))):
+        fn, args = lowering.REGISTRY[name].make()
+        text = export.export(fn, platforms=(platform,))(*args).mlir_module()
+        missing = [t for t in types if t not in text]
+        assert not missing, f"{name} on {platform}: no {missing} in the lowered program"

@@ -44,19 +44,19 @@ def test_fp32_recipes_are_fp32_throughout() -> None:
 def test_residual_dtype_embeds_from_the_fp32_tables_and_changes_nothing_else(flat: dict, batch: np.ndarray) -> None:
     from flax import nnx
 
-    from labkit.precision.train_jax import _jax_parts
+    from labkit.precision.train_jax import jax_parts
 
     x = jnp.asarray(batch)
-    plain = nnx.merge(*_jax_parts(CFG, "bf16", flat))
-    kept = nnx.merge(*_jax_parts(CFG, "bf16", flat, residual="fp32"))
+    plain = nnx.merge(*jax_parts(CFG, "bf16", flat))
+    kept = nnx.merge(*jax_parts(CFG, "bf16", flat, residual="fp32"))
     ref = flat["wte.weight"][batch] + flat["wpe.weight"][: batch.shape[1]][None]  # numpy fp32: the closed form
     np.testing.assert_array_equal(np.asarray(kept.embed(x)), ref.astype(np.float32))
     np.testing.assert_array_equal(np.asarray(plain.embed(x), np.float32),  # bf16 lookups, added in bf16
                                   (flat["wte.weight"][batch].astype(ml_dtypes.bfloat16)
                                    + flat["wpe.weight"][: batch.shape[1]][None].astype(ml_dtypes.bfloat16)).astype(np.float32))
     # fp32 compute: residual="fp32" is the same program, so the same logits to the bit
-    a = nnx.merge(*_jax_parts(CFG, "fp32", flat))(x)
-    b = nnx.merge(*_jax_parts(CFG, "fp32", flat, residual="fp32"))(x)
+    a = nnx.merge(*jax_parts(CFG, "fp32", flat))(x)
+    b = nnx.merge(*jax_parts(CFG, "fp32", flat, residual="fp32"))(x)
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert plain(x).dtype == kept(x).dtype == jnp.bfloat16  # the head still runs in bf16, as autocast's does
 
@@ -93,7 +93,7 @@ def test_flax_with_the_stream_in_fp32_computes_what_autocast_computes(flat: dict
 
     from labkit.gpt.convert import load_flat_params
     from labkit.gpt.torch_model import TorchGPT
-    from labkit.precision.train_jax import _jax_parts
+    from labkit.precision.train_jax import jax_parts
 
     tm, x = load_flat_params(TorchGPT(CFG), flat), torch.from_numpy(batch).long()
     with torch.no_grad():
@@ -101,7 +101,7 @@ def test_flax_with_the_stream_in_fp32_computes_what_autocast_computes(flat: dict
         with torch.autocast("cpu", dtype=torch.bfloat16):
             auto = tm(x).float().numpy().astype(np.float64)
     rms = lambda a, b: float(np.sqrt(np.mean((a - b) ** 2)))  # noqa: E731
-    got = {res: np.asarray(nnx.merge(*_jax_parts(CFG, "bf16", flat, res))(jnp.asarray(batch)), np.float64)
+    got = {res: np.asarray(nnx.merge(*jax_parts(CFG, "bf16", flat, res))(jnp.asarray(batch)), np.float64)
            for res in ("compute", "fp32")}
     assert rms(got["fp32"], auto) < 0.75 * rms(got["compute"], auto)  # measured 0.58x on this config
     # the same size of error against fp32 as autocast's own (measured within 2%): not bit-equal, kernels differ
