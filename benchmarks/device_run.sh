@@ -8,9 +8,10 @@
 # and is skipped with a message when fewer seconds are left than it took last time (SECONDS_OF).
 # Results are written to a scratch folder and packed into $OUT/r.tgz after every job (the device tool
 # returns at most 8 files from $OUT, so a call stopped at its limit still brings back the jobs that
-# finished): lab reports and executed notebooks, benchmark JSON, doctor, nvidia-smi, and jobs.txt with
-# each job's exit status (124: timed out). Commit them under benchmarks/<device>/ with the commit they ran
-# at (`git log -1`: a lent machine's copy of .git can be older than the tree it ran). A machine without
+# finished): lab reports and executed notebooks, benchmark JSON, doctor, nvidia-smi, jobs.txt with each
+# job's exit status (124: timed out) and log.txt with every job's whole output. Commit them under
+# benchmarks/<device>/ with the commit they ran at (`git log -1`: a lent machine's copy of .git can be
+# older than the tree it ran). A machine without
 # the Jupyter stack takes it from .whl/ (py3.12 wheels, see benchmarks/nvidia-h100-80gb-hbm3/README.md).
 # Exit status: 0 when every job that started ended 0; 1 when one failed or timed out; 2 when setup failed.
 set -uo pipefail
@@ -43,8 +44,15 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1  # labkit f
 WORK=$(mktemp -d)  # results gather here; only r.tgz goes under $OUT
 R=$WORK/r
 mkdir -p "$R" "$OUT" || { echo "cannot create $OUT"; exit 2; }
+OUT=$(cd "$OUT" && pwd)  # absolute: pack() writes it from inside $WORK
 pack() { (cd "$WORK" && tar czf "$OUT/r.tgz.part" r && mv "$OUT/r.tgz.part" "$OUT/r.tgz"); }
-trap 'pack; exit 143' TERM INT  # a call stopped at its limit still brings back what finished
+JOB=""  # the running job's `timeout`: it leads its own process group (GNU timeout without --foreground)
+stop() {  # a call stopped at its limit: end the job's whole group, then bring back what finished
+  [ -n "$JOB" ] && kill -TERM -- "-$JOB" 2>/dev/null
+  pack; exit "$1"
+}
+trap 'stop 143' TERM
+trap 'stop 130' INT
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$R/nvidia-smi.txt" 2>&1
 git log -1 --format='%H %s' > "$R/commit.txt" 2>/dev/null || true
 python3 -m labkit.course.cli doctor > "$R/doctor.txt" 2>&1
@@ -55,8 +63,15 @@ run() {  # run LINES CMD...: CMD under what is left of the budget, its last LINE
   local lines=$1 l; shift
   l=$(left)
   if [ "$l" -le 0 ]; then echo "   budget spent: not started"; return 124; fi  # `timeout 0` would not limit it
-  timeout "$l" "$@" 2>&1 | grep -v Warning | tail -"$lines"
-  return "${PIPESTATUS[0]}"
+  # In the background, then `wait`: a trapped SIGTERM interrupts `wait`, not a foreground pipeline.
+  timeout "$l" "$@" > "$R/job.log" 2>&1 &
+  JOB=$!
+  wait "$JOB"
+  local rc=$?
+  JOB=""
+  grep -v Warning "$R/job.log" | tail -"$lines"
+  cat "$R/job.log" >> "$R/log.txt" && rm -f "$R/job.log"  # every job's whole output, in the tarball
+  return "$rc"
 }
 
 lab() {  # lab NN [VAR=value...]: the full profile of one lab, in $R/lab<NN><suffix>
@@ -76,7 +91,8 @@ for job in $JOBS; do
   echo "== $job ($LEFT s left)"
   case $job in
     lab0[0-6]) lab "${job#lab}" ;;
-    t4) SUFFIX=_t4 lab 00 LABKIT_EMULATE=t4 && SUFFIX=_t4 lab 01 LABKIT_EMULATE=t4 ;;
+    t4) t4=0; SUFFIX=_t4 lab 00 LABKIT_EMULATE=t4 || t4=$?; SUFFIX=_t4 lab 01 LABKIT_EMULATE=t4 || t4=$?
+        (exit "$t4") ;;  # both labs run; the job fails if either did
     mfu-medium) run 8 python3 benchmarks/bench_mfu.py --model gpt2-medium --batch 16 --out "$R/mfu_gpt2-medium.json" ;;
     precision) run 16 python3 benchmarks/bench_precision.py --out "$R/precision.json" ;;
     bf16-loss) run 10 python3 benchmarks/diag_bf16_loss.py --out "$R/bf16_loss.json" ;;
@@ -93,5 +109,9 @@ for job in $JOBS; do
   echo "   $job ended at $(( $(date +%s) - T0 )) s, rc=$rc$([ "$rc" -eq 124 ] && echo ' (timed out)')"
   pack
 done
-pack && rm -rf "$WORK" && echo "results: $OUT/r.tgz"
+if pack; then
+  rm -rf "$WORK"; echo "results: $OUT/r.tgz"
+else
+  echo "packing the results failed: they are in $R"; failed=1
+fi
 exit "$failed"

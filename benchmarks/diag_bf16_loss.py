@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import socket
 import time
 from dataclasses import replace
@@ -172,13 +173,18 @@ def main() -> None:
     target = float(noise.smooth(ref["losses"], window)[-1])  # fp32's final smoothed training loss
     ref_step = noise.steps_to_reach(ref["losses"], target, window)  # fp32's own crossing: the step it got there
     for name, v in runs.items():  # signed: below zero, the run beat fp32
-        v["mean_signed_gap_vs_fp32"] = noise.signed_gap(v["losses"], ref["losses"], start=warmup)
+        bad = [i for i, x in enumerate(v["losses"]) if not math.isfinite(x)]
+        v["diverged_at_step"] = bad[0] if bad else None  # a diverged run is a finding: recorded, not a crash
+        v["mean_signed_gap_vs_fp32"] = None if bad else noise.signed_gap(v["losses"], ref["losses"], start=warmup)
+        if bad:
+            print(f"{name:16s} diverged: non-finite loss from step {bad[0]}; no mean gap to fp32")
         v["final_gap_vs_fp32"] = v["final_loss"] - ref["final_loss"]
         v["val_gap_vs_fp32"] = v["val_loss_fp32"] - ref["val_loss_fp32"]
         reached = noise.steps_to_reach(v["losses"], target, window)
         v["steps_ahead_of_fp32"] = None if reached is None else ref_step - reached
+        mean = "n/a (diverged)" if bad else f"{v['mean_signed_gap_vs_fp32']:+.4f}"
         print(f"{name:16s} gap to fp32: final {v['final_gap_vs_fp32']:+.4f}, mean after warm-up "
-              f"{v['mean_signed_gap_vs_fp32']:+.4f}, held-out {v['val_gap_vs_fp32']:+.4f} nats; "
+              f"{mean}, held-out {v['val_gap_vs_fp32']:+.4f} nats; "
               + ("never reached fp32's final loss" if reached is None
                  else f"reached fp32's final loss {v['steps_ahead_of_fp32']} steps ahead of fp32"))
     fp32_vals = [v["val_loss_fp32"] for n, v in runs.items() if n == "fp32" or n.startswith("fp32_init")]

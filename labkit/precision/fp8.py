@@ -173,8 +173,10 @@ def quantize_jax(x: Any, fmt: str = FORWARD) -> tuple[Any, Any]:
     import jax
 
     if not isinstance(x, jax.core.Tracer):  # concrete (not under jit): its values can be checked
-        arr = np.asarray(x)
-        if arr.size == 0 or not np.issubdtype(arr.dtype, np.floating):
+        import jax.numpy as jnp
+
+        arr = np.asarray(x)  # bf16 (the fp8 timing cell's operands) is an ml_dtypes type: np.floating misses it
+        if arr.size == 0 or not jnp.issubdtype(arr.dtype, jnp.floating):
             raise ValueError(f"quantize_jax needs a non-empty float array, got {arr.dtype} of shape {arr.shape}; "
                              "e.g. jnp.asarray(x, jnp.float32)")
         _check_finite(arr, "quantize_jax")

@@ -144,3 +144,13 @@ def test_fp8_quantizers_refuse_what_they_cannot_scale() -> None:
         fp8.matmul_errors(0, 16, 16)
     q, s = jax.jit(fp8.quantize_jax)(jnp.ones((2, 2)))  # under jit the values are not checked (traced), still works
     assert float(s) == pytest.approx(448.0)
+
+
+def test_quantize_jax_takes_the_bf16_operands_of_labs_fp8_timing_cell() -> None:
+    """Lab 04's GPU-only fp8 cell quantizes bf16 operands: an ml_dtypes type that np.floating does not cover."""
+    x = jax.random.normal(jax.random.key(0), (16, 16), jnp.bfloat16)
+    q, s = fp8.quantize_jax(x)
+    assert q.dtype == jnp.float8_e4m3fn
+    assert float(s) == pytest.approx(448.0 / float(jnp.max(jnp.abs(x.astype(jnp.float32)))))
+    for dt in (jnp.float16, jnp.float8_e5m2):
+        assert fp8.quantize_jax(jnp.ones((2, 2), dt))[0].dtype == jnp.float8_e4m3fn
