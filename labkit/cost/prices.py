@@ -51,13 +51,8 @@ def check_pricing(kind: str) -> None:
         raise ValueError(f"unknown pricing kind {kind!r}; use one of {', '.join(PRICING_KINDS)}")
 
 
-class UnknownChipError(hardware.UnknownChipError, ValueError):
-    """(Lab 06) A chip name labkit.runtime.hardware does not know: a ValueError, and hardware's own error too."""
-
-
-def unknown_chip(chip: Any, fix: str) -> UnknownChipError:
-    """(Lab 06) hardware.unknown_chip's message (its did-you-mean) as a ValueError, ending with `fix`."""
-    return UnknownChipError(str(hardware.unknown_chip(chip, fix)))
+# hardware's error for an unknown chip (a LookupError and a ValueError), its did-you-mean included
+UnknownChipError, unknown_chip = hardware.UnknownChipError, hardware.unknown_chip
 
 
 def _chip_name(chip: Any, example: str) -> str:
@@ -184,8 +179,8 @@ def my_price(chip: str, usd_per_chip_hour: float, cloud: str = "yours", pricing:
     spec = hardware.lookup(name)  # reported names too: "TPU v5 lite" -> "TPU v5e"
     if spec is not None:
         name = spec.name
-    elif _shorthand(name):  # part of listed names ("v5e", "H100"): a typo, and the override would replace nothing
-        raise unknown_chip(name, f"see hardware.CHIPS, e.g. my_price({_did_you_mean(name)!r}, {usd_per_chip_hour!r}): "
+    elif hits := hardware.variants(name):  # part of listed names ("v5e", "H100"): the override would replace nothing
+        raise unknown_chip(name, f"see hardware.CHIPS, e.g. my_price({hits[0]!r}, {usd_per_chip_hour!r}): "
                                  f"a quote under a shorthand replaces no published row")
     elif "did you mean" in str(hardware.unknown_chip(name, "")):
         # Close to a listed name ("TPU v9"), but real unlisted chips are close too ("NVIDIA B200" ~ "H200"), and
@@ -281,18 +276,6 @@ PRICES: tuple[Price, ...] = (  # $/chip-hour, every row read on READ; see PRICE_
 )
 
 # ---------------------------------------------------------------- lookups
-def _shorthand(name: str) -> bool:
-    """Whether name is whole words of some listed chip's name ("v5e", "H100"): a shorthand, not a chip."""
-    key = " ".join(name.lower().split())
-    return any(re.search(rf"(?<!\w){re.escape(key)}(?!\w)", n.lower()) for n in hardware.CHIPS)
-
-
-def _did_you_mean(name: str) -> str:
-    """The first listed chip whose name holds name's words, for an example in a message."""
-    key = " ".join(name.lower().split())
-    return next((n for n in hardware.CHIPS if re.search(rf"(?<!\w){re.escape(key)}(?!\w)", n.lower())), V5E)
-
-
 def _canonical(chip: Any, rows: Sequence[Price], example: str) -> str:
     """A chip query's name as the table spells it: hardware's canonical name, or a name some row carries."""
     name = _chip_name(chip, example)

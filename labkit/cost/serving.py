@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from labkit.cost.model import non_negative
-from labkit.cost.prices import check_fraction, positive, unknown_chip
+from labkit.cost.prices import check_fraction, positive
 from labkit.gpt.data import check_count, check_real
 from labkit.runtime import hardware
 from labkit.runtime.hardware import ChipSpec
@@ -133,7 +133,7 @@ def memory_gb(spec: ChipSpec | str) -> float:
     if isinstance(spec, str):  # a chip name: look it up ("TPU v5 lite" works; "H100" is ambiguous)
         name, spec = spec, hardware.lookup(spec)
         if spec is None:
-            raise unknown_chip(name, "pass a ChipSpec, e.g. memory_gb(hardware.lookup('NVIDIA H100 SXM'))")
+            raise hardware.unknown_chip(name, "pass a ChipSpec, e.g. memory_gb(hardware.lookup('NVIDIA H100 SXM'))")
     if not isinstance(spec, ChipSpec):
         raise TypeError(f"memory_gb needs a ChipSpec or a chip name, e.g. memory_gb('NVIDIA H100 SXM'), got "
                         f"{spec!r} ({type(spec).__name__}); hardware.lookup returns None for a name it does not know")

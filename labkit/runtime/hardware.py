@@ -281,15 +281,21 @@ def describe(reported_name: str) -> str:
     return UNKNOWN if spec is None else spec.name
 
 
-class UnknownChipError(LookupError):
-    """(Lab 00) A chip not in the table was asked for its peak without an explicit figure."""
+class UnknownChipError(LookupError, ValueError):
+    """(Lab 00) A chip name the table does not know: a lookup failure, and a bad argument value."""
+
+
+def variants(reported_name: str) -> list[str]:
+    """(Lab 00) Listed chips whose names hold ``reported_name``'s words: every H100 for "H100", none for a typo."""
+    key = " ".join(str(reported_name).lower().split())
+    return [n for n in CHIPS if key and re.search(rf"(?<!\w){re.escape(key)}(?!\w)", n.lower())]
 
 
 def unknown_chip(reported_name: str, fix: str) -> UnknownChipError:
     """(Lab 00) The error for a name lookup() does not know: its close matches (every H100 for "H100"), then fix."""
     key = " ".join(str(reported_name).lower().split())
     aliases = {a: n for n in CHIPS for a in (n.lower(), n.lower().removeprefix("nvidia "))}  # typed -> canonical
-    hits = [repr(n) for n in CHIPS if key and re.search(rf"(?<!\w){re.escape(key)}(?!\w)", n.lower())]  # variants
+    hits = [repr(n) for n in variants(reported_name)]
     names = hits or list(dict.fromkeys(repr(aliases[c]) for c in difflib.get_close_matches(key, aliases, 4, 0.75)))
     said = f"chip {reported_name!r} is {'ambiguous' if len(hits) > 1 else 'not in labkit.runtime.hardware.CHIPS'}"
     listed = f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else "".join(names)
