@@ -27,28 +27,23 @@ JAX caches are (n_layer, batch, max_len, n_head, head_dim) (``jax.nn.dot_product
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, Callable
 
 import numpy as np
 
-from labkit.gpt.config import GPTConfig
+from labkit.gpt.config import GPTConfig, check_config
 from labkit.gpt.data import check_count
 
 
 def kv_cache_bytes(cfg: GPTConfig, batch: int, seq: int, bytes_per_element: int = 4) -> int:
     """Bytes of a KV cache holding `seq` tokens for `batch` sequences (Lab 05)."""
-    if not isinstance(cfg, GPTConfig):
-        raise TypeError(f"cfg must be a GPTConfig (e.g. get_config('gpt2-small')), got {type(cfg).__name__} "
-                        f"{cfg!r:.60}")
+    cfg = check_config(cfg)
     batch, seq = check_count(batch, "batch", example=8), check_count(seq, "seq", example=cfg.seq_len)
-    whole = isinstance(bytes_per_element, numbers.Integral) and not isinstance(bytes_per_element, bool)
-    if not whole or bytes_per_element < 1:
-        raise (ValueError if whole else TypeError)(
-            f"bytes_per_element is bytes per number (2 for bf16, 4 for fp32, 1 for fp8), a whole number >= 1, "
-            f"got {bytes_per_element!r}")
+    nbytes = check_count(bytes_per_element, "bytes_per_element", message=(
+        f"bytes_per_element is bytes per number (2 for bf16, 4 for fp32, 1 for fp8), a whole number >= 1, "
+        f"got {bytes_per_element!r}"))
     # K and V (2) for every layer, sequence and position: n_head * head_dim = d_model numbers.
-    return 2 * cfg.n_layer * batch * seq * cfg.d_model * int(bytes_per_element)
+    return 2 * cfg.n_layer * batch * seq * cfg.d_model * nbytes
 
 
 def attention_allowed(slots: np.ndarray | Any, pad: Any, max_len: int, xp: Any = np) -> Any:

@@ -97,14 +97,14 @@ def load_corpus(path: str | Path | None = None, verify: bool = True) -> str:
         ) from None
 
 
-def check_count(value: Any, name: str, minimum: int = 1, example: Any = None) -> int:
-    """``value`` as an int >= minimum; TypeError / ValueError naming the argument otherwise (Lab 02)."""
+def check_count(value: Any, name: str, minimum: int = 1, example: Any = None, message: str | None = None) -> int:
+    """``value`` as an int >= minimum; TypeError / ValueError naming the argument (or saying ``message``) (Lab 02)."""
     eg = max(minimum, 8) if example is None else example
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):  # np.int64 is Integral
-        raise TypeError(f"{name} must be a whole number >= {minimum}, got {value!r} "
-                        f"({type(value).__name__}); e.g. {name}={eg}")
+        raise TypeError(message or f"{name} must be a whole number >= {minimum}, got {value!r} "
+                                   f"({type(value).__name__}); e.g. {name}={eg}")
     if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}; e.g. {name}={eg}")
+        raise ValueError(message or f"{name} must be >= {minimum}, got {value}; e.g. {name}={eg}")
     return int(value)
 
 
@@ -150,11 +150,9 @@ class ByteTokenizer:
 
     def __post_init__(self) -> None:
         v = self.vocab_size  # a model's vocab may exceed 256 (padded); below 256 some bytes would have no id
-        whole = isinstance(v, numbers.Integral) and not isinstance(v, bool)
-        if not whole or v < 256:
-            raise (ValueError if whole else TypeError)(f"vocab_size must be an integer >= 256 (one id per byte), "
-                                                       f"got {v!r}; e.g. ByteTokenizer() (vocab_size=256)")
-        object.__setattr__(self, "vocab_size", int(v))  # frozen: np.int64(256) -> 256
+        v = check_count(v, "vocab_size", 256, message=f"vocab_size must be an integer >= 256 (one id per byte), "
+                                                      f"got {v!r}; e.g. ByteTokenizer() (vocab_size=256)")
+        object.__setattr__(self, "vocab_size", v)  # frozen: np.int64(256) -> 256
 
     def encode(self, text: str) -> np.ndarray:
         """str -> (n_bytes,) int32 token ids in [0, 256) (Lab 02)."""

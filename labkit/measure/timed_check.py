@@ -17,7 +17,6 @@ fails it).
 from __future__ import annotations
 
 import numbers
-
 from typing import Any
 
 import numpy as np

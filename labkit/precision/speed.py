@@ -23,12 +23,11 @@ steps, and :func:`takeaway` calls a difference inside it noise.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from labkit.gpt.config import GPTConfig, n_params
+from labkit.gpt.config import GPTConfig, check_config, n_params
 from labkit.gpt.data import check_count
 
 # variant -> (training precision, fp32_matmul setting of labkit.precision.train.TrainConfig)
@@ -76,14 +75,10 @@ def memory_estimate(cfg: GPTConfig, batch: int, seq: int, act_bytes: int) -> dic
     kernel (flash / cuDNN, torch's SDPA) never stores them, so there the measured MB falls below it
     (on an H100 at s = 512: torch 0.50x, JAX's bf16 with cuDNN 0.66x, JAX's fp32 with XLA's 0.89x).
     """
-    if not isinstance(cfg, GPTConfig):
-        raise TypeError(f"cfg must be a GPTConfig (e.g. get_config('test')), got {type(cfg).__name__} {cfg!r:.60}")
+    cfg = check_config(cfg)
     batch, seq = check_count(batch, "batch", example=8), check_count(seq, "seq", example=cfg.seq_len)
-    whole = isinstance(act_bytes, numbers.Integral) and not isinstance(act_bytes, bool)
-    if not whole or act_bytes < 1:  # 'bf16' was a raw "can't multiply sequence", -4 or 0 a negative or zero total
-        raise (ValueError if whole else TypeError)(f"act_bytes is bytes per activation, a whole number >= 1, e.g. "
-                                                   f"speed.ACT_BYTES['bf16'] (= 2); got {act_bytes!r}")
-    act_bytes = int(act_bytes)
+    act_bytes = check_count(act_bytes, "act_bytes", message=f"act_bytes is bytes per activation, a whole number "
+                            f">= 1, e.g. speed.ACT_BYTES['bf16'] (= 2); got {act_bytes!r}")  # 'bf16' * n: a str
     s, b, h, a, L = seq, batch, cfg.d_model, cfg.n_head, cfg.n_layer
     n = n_params(cfg)
     act = L * s * b * h * (34 + 5 * a * s / h) * act_bytes / 2
