@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from labkit.course.report import stopped_note
 from labkit.course.runner import prepare_out_dir, resolved_profile
 from labkit.course.source import VERSION
 from labkit.runtime import hardware
@@ -132,14 +133,6 @@ def _run(path: Path, report: dict[str, Any]) -> Run:
                str(report.get("started", "")), rt.get("emulated_on"), stopped_note(report))
 
 
-def stopped_note(report: dict[str, Any]) -> str | None:
-    """What cut a run short, from its report's ``stopped`` record; None for a run that went to its end (course)."""
-    stop = report.get("stopped")
-    if not isinstance(stop, dict):
-        return None
-    not_run = [str(n) for n in stop.get("not_run") or []]
-    return (f"{stop.get('signal', 'a signal')}" + (f" during {stop['lab']}" if stop.get("lab") else " between labs")
-            + (f"; not run: {', '.join(not_run)}" if not_run else ""))
 
 
 def gather(paths: list[str | Path], version: str = VERSION) -> tuple[list[Run], list[Skip]]:

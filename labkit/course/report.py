@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +67,21 @@ def exercise_tally(metrics: dict[str, Any]) -> str:
     tally = metrics.get("exercises")
     if not isinstance(tally, dict) or not tally:
         return ""
-    counts = {s: list(tally.values()).count(s) for s in ("passed", "wrong", "not done")}
-    return "  exercises: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    counts = Counter(tally.values())
+    return "  exercises: " + ", ".join(f"{counts[s]} {s}" for s in ("passed", "wrong", "not done") if counts[s])
+
+
+def stopped_note(report: dict[str, Any], none: str = "") -> str | None:
+    """'SIGINT during 03_gspmd_sharding; not run: 04, 05' from a run report; None for a run that ended (Lab 00).
+
+    ``none``: what to say when no lab was left (else the "not run" part is left out).
+    """
+    stop = report.get("stopped")
+    if not isinstance(stop, dict):
+        return None
+    not_run = ", ".join(str(n) for n in stop.get("not_run") or []) or none
+    return (f"{stop.get('signal', 'a signal')}" + (f" during {stop['lab']}" if stop.get("lab") else " between labs")
+            + (f"; not run: {not_run}" if not_run else ""))
 
 
 def recorded() -> dict[str, Any]:

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from labkit.course.report import stopped_note
+
 MAX_PLOTS_PER_LAB = 6  # enough to see what a lab showed without a 50 MB page
 
 _CSS = """
@@ -56,11 +58,9 @@ def render(report: dict[str, Any], out_dir: Path) -> str:
         f" &middot; <b>profile</b> {_esc(report.get('profile'))} &middot; <b>started</b> {_esc(report.get('started'))}</p>",
         "<table><tr><th>lab</th><th>status</th><th>seconds</th><th>metrics</th></tr>",
     ]
-    stop = report.get("stopped")
-    if isinstance(stop, dict):  # written by a run cut short by Ctrl-C / SIGTERM: say so above the table
-        not_run = ", ".join(str(n) for n in stop.get("not_run") or []) or "none"
-        parts.insert(-1, f"<p class=failed><b>stopped early</b> by {_esc(stop.get('signal'))}"
-                         f" during {_esc(stop.get('lab') or 'no lab (between labs)')}; not run: {_esc(not_run)}. "
+    stopped = stopped_note(report, none="none")
+    if stopped is not None:  # written by a run cut short by Ctrl-C / SIGTERM: say so above the table
+        parts.insert(-1, f"<p class=failed><b>stopped early</b> by {_esc(stopped)}. "
                          "The labs below finished before the stop.</p>")
     for lab in labs:
         n_metrics = len(lab.get("metrics", {}))
