@@ -79,11 +79,11 @@ def save_bundle(model: Any, path: str | Path, programs: tuple[str, ...] = ("forw
         bundle._as_key(key, private=True)  # a bad key is refused now, not after minutes of exporting
     cfg: GPTConfig = model.cfg
     data, wmanifest = weights_bytes(model, source)
-    progs, facts = {}, {}
+    progs, exps = {}, []
     for name in programs:  # each export bakes "highest" matmul precision in: true fp32 matmuls everywhere
-        exp = export[name](cfg, platforms=platforms)
+        exps.append(exp := export[name](cfg, platforms=platforms))
         progs[name] = (exp.serialize(), list(exp.platforms))
-        facts = artifact_facts(exp)
+    facts = artifact_facts(exps[-1]) if exps else {}  # one exporter: every program has its versions
     import jax
     import jaxlib
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -202,8 +201,7 @@ def reduce_op(attrs: str, comps: dict[str, str]) -> str:
 def hlo_of(compiled: Any, what: str = "collectives") -> str:
     """HLO text of a compiled program (``f.lower(args).compile()``) or HLO text; TypeError with the fix (Lab 03)."""
     fix = f"{what}: pass f.lower(args).compile() (a Compiled) or its .as_text(), got"
-    # A Lowered's HLO is from before the partitioner: no collectives yet. (jax is loaded if compiled is one.)
-    if isinstance(compiled, getattr(sys.modules.get("jax.stages"), "Lowered", ())):
+    if hlo_text.is_lowered(compiled):  # its HLO is from before the partitioner: no collectives yet
         raise TypeError(f"{fix} a Lowered (f.lower(args)): call .compile() first")
     text = compiled.as_text() if callable(getattr(compiled, "as_text", None)) else compiled
     if not isinstance(text, str):

@@ -21,7 +21,6 @@ large n, **b > C / W** — the scaling book's B/X > C/W_ici with W the bidirecti
 
 from __future__ import annotations
 
-import sys
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
@@ -29,6 +28,7 @@ from labkit.gpt.data import check_count, check_real
 from labkit.runtime import hardware
 from labkit.sharding import topology
 from labkit.sharding.collectives import DTYPE_BYTES, Collective, check_table
+from labkit.sharding.hlo_text import is_lowered
 
 SYSTEMS = {"v5e8": "TPU v5e-8", "h100x8": "8x H100 SXM"}  # record key -> topology name
 # Best large bf16 matmul measured on one chip, FLOP/s: Lab 00's full profile on one H100 80GB HBM3, as
@@ -78,8 +78,7 @@ def array_scale(table: Iterable[Collective], itemsize: int) -> float:
 
 def flops_per_device(compiled: Any) -> float:
     """FLOPs one device runs per step, from the compiled program's cost analysis (Lab 03)."""
-    lowered = getattr(sys.modules.get("jax.stages"), "Lowered", ())  # a Lowered counts the unpartitioned program
-    if isinstance(compiled, lowered) or not callable(getattr(compiled, "cost_analysis", None)):
+    if is_lowered(compiled) or not callable(getattr(compiled, "cost_analysis", None)):  # a Lowered: unpartitioned
         then = ": call .compile() first" if hasattr(compiled, "compile") else ""
         raise TypeError(f"flops_per_device: pass f.lower(args).compile() (a Compiled), got {repr(compiled)[:60]} "
                         f"({type(compiled).__name__}){then}")

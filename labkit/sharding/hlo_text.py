@@ -8,10 +8,17 @@ partitioner wrote as an all-reduce is recognised by :func:`sliced_by_partition`:
 from __future__ import annotations
 
 import re
+import sys
+from typing import Any
 
 _INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>\(.*?\)|[\w]+\[[^\]]*\](?:\{[^}]*\})?|[\w]+\[\])\s+(?P<op>[\w\-]+)\((?P<args>[^)]*)\)(?P<attrs>.*)$")
 _COMP = re.compile(r"^(?:ENTRY\s+)?%?(?P<name>[\w.\-]+)\s.*\{\s*$")
 _ENTRY = re.compile(r"^ENTRY\s+%?([\w.\-]+)", re.M)
+
+
+def is_lowered(x: Any) -> bool:
+    """(Lab 03) Whether x is a jax Lowered (``f.lower(args)``): its HLO is from before the partitioner ran."""
+    return isinstance(x, getattr(sys.modules.get("jax.stages"), "Lowered", ()))  # jax is loaded if x is one
 
 
 def entry_name(text: str) -> str | None:
