@@ -6,6 +6,7 @@ facade aside).
 Modules:
 
 - ``runner``       `labkit run`: execute labs headless with papermill, write the run report
+- ``failure``      why a lab run failed: the error cell, the running cell, or papermill's exception
 - ``report``       `record(key, value)`: a lab's key numbers, collected into the run report
 - ``report_html``  report.html: one self-contained page per run
 - ``profile``      PROFILE "auto" -> "smoke" or "full", from the chip's memory, with the reason

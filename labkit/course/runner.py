@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from typing import Any
 
 from labkit.runtime import versions
 from labkit.course import source
+from labkit.course.failure import ANSI, describe_failure
 from labkit.course.profile import profile_for
 from labkit.course.report import METRICS_ENV, exercise_tally, read_metrics
 from labkit.runtime.processes import ProcessTree
@@ -34,10 +34,6 @@ from labkit.runtime.processes import ProcessTree
 PROFILES = ("auto", "smoke", "full")
 DEFAULT_TIMEOUT_S = 1800  # per lab; the smoke profile of every lab takes a few minutes at most
 WATCH_S = 1.0  # how often the runner looks for new processes of a running lab
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-# The last line of a Python traceback: "pkg.mod.SomeError: message" (or just the name).
-_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Kernel|Warning)\w*)(?::\s?(.*))?$")
-NO_CELL = "none (papermill stopped before the first cell)"
 
 
 class LabNotFound(LookupError):
@@ -179,69 +175,6 @@ def resolve_labs(names: list[str], directory: str | Path | None = None) -> list[
     return chosen
 
 
-def _code_cells(nb: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
-    """(number, cell) of each code cell as the learner counts them in the stored notebook."""
-    cells = [c for c in nb.get("cells", []) if c.get("cell_type") == "code"
-             and "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
-    return [(i + 1, c) for i, c in enumerate(cells)]
-
-
-def _source(cell: dict[str, Any]) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
-
-
-def _first_error(nb: dict[str, Any]) -> dict[str, Any] | None:
-    """The first cell whose output is an error: its code-cell number, source and traceback (Lab 00)."""
-    for number, cell in _code_cells(nb):
-        for out in cell.get("outputs", []):
-            if out.get("output_type") == "error":
-                return {
-                    "cell": number,
-                    "source": _source(cell),
-                    "ename": out.get("ename", ""),
-                    "evalue": out.get("evalue", ""),
-                    "traceback": _ANSI.sub("", "\n".join(out.get("traceback", []))),
-                }
-    return None
-
-
-def _last_started(nb: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
-    """The last code cell papermill started: where a lab that hung or whose kernel died stopped."""
-    started = [(n, c) for n, c in _code_cells(nb)
-               if c.get("metadata", {}).get("papermill", {}).get("start_time")]
-    return started[-1] if started else None
-
-
-def exception_from_log(log: str) -> tuple[str, str] | None:
-    """(name, message) of the last Python exception in a log, e.g. papermill's own (Lab 00)."""
-    lines = log.splitlines()
-    for i in range(len(lines) - 1, -1, -1):
-        m = _EXC_LINE.match(lines[i].rstrip())
-        if m and any("Traceback (most recent call last)" in x for x in lines[:i]):
-            return m.group(1).rsplit(".", 1)[-1], (m.group(2) or "").strip()
-    return None
-
-
-def describe_failure(nb: dict[str, Any], log: str, status: str, timeout_s: float) -> dict[str, Any]:
-    """What failed: the error cell, else the cell that was running, else papermill's exception (Lab 00)."""
-    error = _first_error(nb)
-    if error:
-        return error
-    error = {"cell": NO_CELL, "source": ""}
-    last = _last_started(nb)
-    if last is not None:
-        error.update(cell=last[0], source=_source(last[1]))
-    if status == "timeout":
-        where = f"cell {last[0]} was still running" if last else "no cell had started"
-        return {**error, "ename": "Timeout", "evalue": f"lab did not finish within {timeout_s:.0f} s ({where})"}
-    exc = exception_from_log(log)
-    ename, evalue = exc if exc else ("Failed", "papermill exited with an error but printed no exception; see log_tail")
-    if ename == "DeadKernelError" and last is not None:
-        evalue += f" while running cell {last[0]} (it crashed or exited the kernel process)"
-    return {**error, "ename": ename, "evalue": evalue}
-
-
 def run_lab(
     path: Path, out_dir: Path, profile: str = "auto", timeout_s: float = DEFAULT_TIMEOUT_S
 ) -> LabResult:
@@ -281,7 +214,7 @@ def run_lab(
             tree.end()  # every exit path: ok, failed, timeout, an exception or Ctrl-C here
         seconds = time.perf_counter() - t0
         log_file.seek(0)
-        log = _ANSI.sub("", log_file.read().decode(errors="replace"))
+        log = ANSI.sub("", log_file.read().decode(errors="replace"))
     error = None
     if status != "ok":
         try:

@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit.course import cli, runner
+from labkit.course import cli, failure, runner
 
 
 def _lab(path: Path, *cells: str) -> Path:
@@ -190,16 +190,10 @@ def test_a_broken_notebook_reports_the_real_error(tmp_path: Path) -> None:
     dies = _lab(tmp_path / "01_dies.ipynb", "x = 1", "import os\nos._exit(3)")
     err = runner.run_lab(tmp_path / "00_broken.ipynb", tmp_path / "run", "smoke", 60).error
     assert err["ename"] == "NotJSONError" and "does not appear to be JSON" in err["evalue"]
-    assert err["cell"] == runner.NO_CELL
+    assert err["cell"] == failure.NO_CELL
     err = runner.run_lab(dies, tmp_path / "run", "smoke", 60).error
     assert err["ename"] == "DeadKernelError" and err["cell"] == 3 and "os._exit" in err["source"]
     assert "while running cell 3" in err["evalue"]
-
-
-def test_exception_from_log() -> None:
-    log = "Executing\nTraceback (most recent call last):\n  File 'x'\n    y\njupyter_client.kernelspec.NoSuchKernel: No such kernel named k\n"
-    assert runner.exception_from_log(log) == ("NoSuchKernel", "No such kernel named k")
-    assert runner.exception_from_log("all fine\nValueError: not after a traceback") is None
 
 
 # ------------------------------------------------------------------ refused before anything runs
