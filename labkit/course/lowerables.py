@@ -75,6 +75,29 @@ def _train_step() -> tuple[Callable[..., Any], tuple[Any, ...]]:
     return t.step_fn, (_spec(t.params), _spec(t.opt_state), tokens, tokens)
 
 
+LAB03_DEVICES, LAB03_BATCH = 8, 16  # Lab 03's mesh (a TPU v5e-8, an 8-GPU node) and global batch, sequences
+
+
+def lab03_config() -> Any:
+    """Lab 03's smoke GPT: n_head 8, so "tp" splits its heads over an 8-way axis (Lab 03)."""
+    from labkit.gpt.config import GPTConfig
+
+    return GPTConfig(vocab_size=256, seq_len=32, n_layer=2, n_head=8, d_model=128)
+
+
+def _sharded_step(strategy: str) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    from labkit.sharding import layouts, train_step
+
+    # On a mesh of devices that need not exist: the program is laid out, and lowered, for 8 chips on any machine.
+    step = train_step.build_step(lab03_config(), strategy, mesh=layouts.abstract_mesh(strategy, LAB03_DEVICES))
+    return step.fn, step.abstract_args(LAB03_BATCH)
+
+
+for _name in ("dp", "fsdp", "tp", "dp_tp"):  # labkit.sharding.layouts.STRATEGIES, without importing JAX here
+    register(f"lab03.sharded_train_step_{_name}", "03_gspmd_sharding")(
+        lambda _s=_name: _sharded_step(_s))
+
+
 @register("lab05.exported_forward", "05_train_tpu_serve_gpu")
 def _exported_forward() -> tuple[Callable[..., Any], tuple[Any, ...]]:
     import jax

@@ -319,6 +319,19 @@ def strategy_mesh(strategy: str | Strategy, n_devices: int | None = None,
     return make_mesh(s.mesh_shape(n, model), s.axes, "auto", devs[:n])
 
 
+def abstract_mesh(strategy: str | Strategy, n_devices: int, model: int | None = None) -> Any:
+    """The strategy's mesh over ``n_devices`` that need not exist: to lower for a TPU pod on a laptop (Lab 03).
+
+    A ``jax.sharding.AbstractMesh`` has axis names and sizes and no devices, so ``jax.export``
+    lowers a program laid out on it for any platform and device count (``labkit lower``).
+    """
+    from jax.sharding import AbstractMesh, AxisType
+
+    s = get_strategy(strategy)
+    shape = s.mesh_shape(n_devices, model)
+    return AbstractMesh(shape, s.axes, axis_types=(AxisType.Auto,) * len(shape))
+
+
 # --------------------------------------------------------------------------------------
 # One collective by hand: the data-parallel gradient, reduce-scattered (FSDP's backward)
 # --------------------------------------------------------------------------------------

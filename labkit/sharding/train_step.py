@@ -201,6 +201,30 @@ class ShardedStep:
         # zeros_like keeps each parameter's sharding: Adam's moments get the parameter layout.
         return p, jax.jit(self.optimizer.init)(p), xs, ys
 
+    def abstract_args(self, batch: int) -> tuple:
+        """(params, Adam state, x, y) as shapes, dtypes and this step's layouts, no data: for lowering (Lab 03)."""
+        import jax
+        import jax.numpy as jnp
+
+        batch = sharding.check_int(batch, "batch (sequences per step)",
+                                   fix="e.g. batch=16, a multiple of the 'data' axis")
+        shapes = param_shapes_struct(self.cfg)
+        if self.mesh is None:
+            p_sh, rep, tok_sh = {k: None for k in shapes}, None, None
+        else:
+            for k, v in shapes.items():
+                sharding.check_divisible(k, v.shape, self.param_specs[k], self.mesh)
+            sharding.check_divisible("tokens x", (batch, self.cfg.seq_len), self.batch_spec, self.mesh)
+            p_sh = {k: sharding.named(self.mesh, sp) for k, sp in self.param_specs.items()}
+            rep, tok_sh = sharding.named(self.mesh, sharding.spec_of()), sharding.named(self.mesh, self.batch_spec)
+        with_sh = lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh)  # noqa: E731
+        params = {k: with_sh(v, p_sh[k]) for k, v in shapes.items()}
+        opt = jax.eval_shape(self.optimizer.init, shapes)  # Adam's moments: ShapeDtypeStructs like params
+        if self.mesh is not None:
+            opt = jax.tree.map(with_sh, opt, _opt_shardings(self.optimizer, self.cfg, p_sh, rep))
+        tokens = jax.ShapeDtypeStruct((batch, self.cfg.seq_len), jnp.int32, sharding=tok_sh)
+        return params, opt, tokens, tokens
+
     def compile(self, *args: Any, fast: bool = False) -> Any:
         """The compiled executable: call it, or read ``.as_text()`` / ``.memory_analysis()`` (Lab 03)."""
         lowered = self.fn.lower(*args)

@@ -48,14 +48,16 @@ def test_a_timeout_names_the_running_cell_or_says_none_started() -> None:
 
 
 def test_a_dead_kernel_names_the_cell_it_died_in() -> None:
-    log = "Executing\nTraceback (most recent call last):\n  File 'x'\nnbclient.exceptions.DeadKernelError: Kernel died\n"
+    log = ("Executing\nTraceback (most recent call last):\n  File 'x'\n"
+           "nbclient.exceptions.DeadKernelError: Kernel died\n")
     err = failure.describe_failure(_nb(_cell("a = 1"), _cell("os._exit(3)")), log, "failed", 60)
     assert (err["cell"], err["ename"]) == (2, "DeadKernelError")
     assert err["evalue"] == "Kernel died while running cell 2 (it crashed or exited the kernel process)"
 
 
 def test_papermills_own_exception_or_a_plain_failure() -> None:
-    log = "Executing\nTraceback (most recent call last):\n  File 'x'\n    y\njupyter_client.kernelspec.NoSuchKernel: No such kernel named k\n"
+    log = ("Executing\nTraceback (most recent call last):\n  File 'x'\n    y\n"
+           "jupyter_client.kernelspec.NoSuchKernel: No such kernel named k\n")
     assert failure.exception_from_log(log) == ("NoSuchKernel", "No such kernel named k")
     assert failure.exception_from_log("all fine\nValueError: not after a traceback") is None
     err = failure.describe_failure({}, log, "failed", 60)  # papermill stopped before writing a notebook

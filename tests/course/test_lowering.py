@@ -13,7 +13,8 @@ def test_every_registered_function_lowers_for_tpu_and_cuda() -> None:
     assert not failed, "\n".join(failed)
     names = {r.name for r in results}
     assert {"lab00.matmul_bf16", "lab01.pallas_matmul", "lab02.gpt_forward", "lab02.gpt_train_step",
-            "lab04.fp8_matmul_grad", "lab04.bf16_grad", "lab05.exported_forward"} <= names
+            "lab04.fp8_matmul_grad", "lab04.bf16_grad", "lab05.exported_forward",
+            *(f"lab03.sharded_train_step_{s}" for s in ("dp", "fsdp", "tp", "dp_tp"))} <= names
     assert {r.platform for r in results if r.name == "lab01.pallas_matmul"} == {"tpu"}  # TPU-only kernel
     assert all(r.stablehlo_bytes > 0 for r in results)
 
@@ -77,3 +78,58 @@ def test_lab04_lowerings_carry_the_formats_they_teach(platform: str) -> None:
         text = export.export(fn, platforms=(platform,))(*args).mlir_module()
         missing = [t for t in types if t not in text]
         assert not missing, f"{name} on {platform}: no {missing} in the lowered program"
+
+
+LAB03_SCRIPT = r"""
+import json
+import labkit
+labkit.setup(cpu_devices=8, quiet=True)
+import jax
+from jax import export
+from labkit.course import lowerables as L
+from labkit.course.registry import REGISTRY
+from labkit.sharding import layouts as S, train_step as st
+cfg, out = L.lab03_config(), {}
+params, (x, y) = st.init_params(cfg, seed=0), st.demo_batch(cfg, L.LAB03_BATCH)
+for name in S.STRATEGIES:
+    fn, args = REGISTRY[f"lab03.sharded_train_step_{name}"].make()  # laid out on an abstract 8-device mesh
+    tpu = export.export(fn, platforms=("tpu",))(*args)
+    step = st.build_step(cfg, name)  # the lab's own step, on 8 simulated CPU devices
+    p1, _, loss1 = step.fn(*step.place(params, x, y))
+    p2, _, loss2 = export.export(fn, platforms=("cpu",))(*args).call(*step.place(params, x, y))
+    out[name] = {"devices": tpu.nr_devices,
+                 "specs": [str(s.spec) for s in tpu.in_shardings_jax(step.mesh)],
+                 "lab_specs": [str(step.param_specs[k]) for k in sorted(step.param_specs)],
+                 "losses": [float(loss1), float(loss2)], "max_diff": st.max_abs_diff(st.to_numpy(p1), st.to_numpy(p2))}
+print("RESULT" + json.dumps(out))
+"""
+
+
+def test_lab03_lowers_the_labs_own_sharded_steps_for_8_chips() -> None:
+    """The registered Lab 03 steps are the lab's: its layouts in the TPU program, its numbers when run."""
+    from tests.conftest import run_result
+
+    out = run_result(LAB03_SCRIPT, timeout=600)
+    assert sorted(out) == ["dp", "dp_tp", "fsdp", "tp"]
+    for name, r in out.items():
+        assert r["devices"] == 8, f"{name}: lowered for {r['devices']} devices, Lab 03's mesh has 8"
+        # params come first (sorted by name, as jax flattens a dict): each carries the layout the lab chose
+        assert r["specs"][:len(r["lab_specs"])] == r["lab_specs"], name
+        # the program lowered on devices that need not exist computes the lab's step, bit for bit
+        assert r["losses"][0] == r["losses"][1] and r["max_diff"] == 0.0, (name, r["losses"], r["max_diff"])
+    assert any("'data'" in s for s in out["fsdp"]["lab_specs"]) and any("'model'" in s for s in out["tp"]["lab_specs"])
+    assert not any("'" in s for s in out["dp"]["lab_specs"])  # dp replicates every weight
+
+
+def test_abstract_args_refuse_a_batch_the_mesh_cannot_split() -> None:
+    from labkit.course.lowerables import lab03_config
+    from labkit.sharding import layouts, train_step
+
+    step = train_step.build_step(lab03_config(), "dp", mesh=layouts.abstract_mesh("dp", 8))  # no devices needed
+    not_split = r"'tokens x' dim 0 \(size 12\) is not divisible by mesh axis 'data' \(size 8\)"
+    with pytest.raises(layouts.ShardingError, match=not_split):
+        step.abstract_args(12)
+    with pytest.raises(ValueError, match="batch"):
+        step.abstract_args(0)
+    with pytest.raises(layouts.ShardingError, match="model axis 3 does not divide 8 devices"):
+        layouts.abstract_mesh("dp_tp", 8, model=3)
