@@ -87,15 +87,21 @@ class JaxTrainer:
         def loss_fn(params: Any, x: jax.Array, y: jax.Array) -> jax.Array:
             return flax_loss(nnx.merge(graphdef, params), x, y)
 
-        def step(params: Any, opt_state: Any, x: jax.Array, y: jax.Array) -> tuple[Any, Any, jax.Array]:
-            import optax
+        def make_step(loss_of: Callable[..., Any]) -> Callable[..., Any]:
+            def step(params: Any, opt_state: Any, x: jax.Array, y: jax.Array) -> tuple[Any, Any, jax.Array]:
+                import optax
 
-            loss, grads = jax.value_and_grad(loss_fn)(params, x, y)  # fwd + bwd
-            updates, opt_state = tx.update(grads, opt_state, params)  # clip + AdamW
-            return optax.apply_updates(params, updates), opt_state, loss
+                loss, grads = jax.value_and_grad(loss_of)(params, x, y)  # fwd + bwd
+                updates, opt_state = tx.update(grads, opt_state, params)  # clip + AdamW
+                return optax.apply_updates(params, updates), opt_state, loss
+            return step
 
+        step = make_step(loss_fn)
         self.loss_fn = loss_fn  # pure (params, x, y) -> loss: for forward/backward timing splits
         self._step = step  # the un-jitted step, re-traced by lower(xla_attention=True)
+        # Full rematerialization: the backward recomputes the whole forward instead of reading saved
+        # activations (HFU's extra forward, Lab 02). Only lowered, for counting: never the trained step.
+        self._remat_step = make_step(jax.checkpoint(loss_fn))
         # Donating params/opt_state lets XLA update the weights in place (no second copy).
         self.step_fn = jax.jit(step, donate_argnums=(0, 1) if donate else ())
 
@@ -118,21 +124,25 @@ class JaxTrainer:
         self.params, self.opt_state, loss = self.step_fn(self.params, self.opt_state, x, y)
         return loss  # a jax.Array: not waited on, so a timer must block_until_ready
 
-    def lower(self, x: Any, y: Any, xla_attention: bool = False) -> Any:
+    def lower(self, x: Any, y: Any, xla_attention: bool = False, remat: bool = False) -> Any:
         """The step lowered for these input shapes: ``.compile().cost_analysis()`` (Lab 02).
 
         ``xla_attention=True`` re-traces the same step with XLA's attention instead of cuDNN's
         fused kernel (Ampere+ GPUs in bf16/fp16; elsewhere nothing changes), so that FLOP
         counting sees the attention matmuls as HLO dots. It compiles a second program.
+        ``remat=True`` lowers the step with its loss under ``jax.checkpoint`` (full rematerialization).
         """
+        import contextlib
+
         import jax
 
-        if not xla_attention:
+        if not (xla_attention or remat):
             return self.step_fn.lower(self.params, self.opt_state, x, y)
         from labkit.runtime import attention
 
-        step = self._step
-        with attention.xla_attention():  # a new function object: a fresh trace, not jit's cached one
+        step = self._remat_step if remat else self._step
+        with attention.xla_attention() if xla_attention else contextlib.nullcontext():
+            # a new function object: a fresh trace, not jit's cached one
             return jax.jit(lambda *a: step(*a)).lower(self.params, self.opt_state, x, y)
 
     def model(self) -> Any:

@@ -138,10 +138,14 @@ class Utilization:
         """Tokens per second at this step time; None if the tokens per step were not given (Lab 02)."""
         return self.tokens / self.step_time_s if self.tokens else None
 
+    def _numerator(self) -> str:
+        # HFU's numerator is what the chip did (recomputation included), only counted in the variant's convention
+        return f"{self.variant} FLOPs" if self.kind == "MFU" else f"hardware FLOPs, {self.variant} convention"
+
     def __str__(self) -> str:
         rate = f", {self.tokens_per_s:,.0f} tokens/s" if self.tokens else ""
         return (f"{self.kind} {self.value:.1%} ({self.step_time_s * 1e3:.3g} ms/step{rate}) = "
-                f"{self.achieved_flops / 1e12:.3g} TFLOP/s ({self.variant} FLOPs) / {self.peak.label()}"
+                f"{self.achieved_flops / 1e12:.3g} TFLOP/s ({self._numerator()}) / {self.peak.label()}"
                 + (f" -- impossible: {_IMPOSSIBLE}" if self.value > 1 else ""))
 
 

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 
 from labkit.measure.breakdown import BY_LAUNCHER, OpBreakdown
 from labkit.measure.mfu import Utilization
+from labkit.measure.steptime import AGREE_FLOOR
 
 
 FRAMEWORK_COLORS = {"jax": "tab:blue", "torch": "tab:orange"}  # one colour per framework in every Lab 02 picture
@@ -47,7 +48,8 @@ def plot_timing_mistakes(reported: Mapping[tuple[str, str], float], step_s: Mapp
     for fw in step_s:  # each framework's correct step, in its colour
         ax.axvline(step_s[fw] * 1e3, color=FRAMEWORK_COLORS.get(fw, "tab:purple"), lw=1, ls=":",
                    label=f"{fw}: correct step ({step_s[fw] * 1e3:.3g} ms)")
-    ax.legend(fontsize=7, loc="lower right")
+    # Below the axes: inside, it covered the last bar's "x correct" label.
+    ax.legend(fontsize=7, ncol=len(step_s), loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     fig.tight_layout()
     return fig
 
@@ -84,7 +86,8 @@ def plot_mfu_sweeps(batches: Sequence[int], sweep_batch: Mapping[str, Sequence[U
                   title=("Bigger batches amortize overhead: MFU " if min(gain.values()) > 1 else "Batch size: MFU ")
                   + ", ".join(f"x{g:.2f} ({fw})" for fw, g in gain.items()))
     axs[0, 1].set(xscale="log", xlabel="sequence length (tokens)", ylabel=f"MFU % ({peak_note})",
-                  title="Longer sequences: MFU " + ", ".join(f"x{g:.1f} ({fw})" for fw, g in seq_gain.items()))
+                  title="Longer sequences: MFU " + ", ".join(f"x{g:.1f} ({fw})" for fw, g in seq_gain.items())
+                  + f"\n(and x{seqs[-1] / seqs[0]:.0f} tokens per step)")
     for ax, xs in ((axs[0, 0], batches), (axs[0, 1], seqs)):
         ax.margins(y=0.12)  # room above the top point's label
         ax.minorticks_off()
@@ -92,9 +95,10 @@ def plot_mfu_sweeps(batches: Sequence[int], sweep_batch: Mapping[str, Sequence[U
     _bars(axs[1, 0], [f"{fw}\n{dt}" for fw, dt in precision], list(precision.values()), ["tab:blue", "tab:orange"] * 2)
     dts = list(dict.fromkeys(dt for _, dt in precision))
     if len(dts) == 2:  # the verdict is the step time: each MFU is against its own dtype's peak
-        def faster(fw: str) -> str:  # which dtype's step is shorter, and by how much
+        def faster(fw: str) -> str:  # which dtype's step is shorter, and by how much; a gap in the noise is a tie
             a, b = (precision[(fw, dt)].step_time_s for dt in dts)
-            return f"{dts[0] if a < b else dts[1]} x{max(a, b) / min(a, b):.2f} ({fw})"
+            r = max(a, b) / min(a, b)
+            return f"neither x{r:.2f} ({fw})" if r - 1 <= AGREE_FLOOR else f"{dts[0] if a < b else dts[1]} x{r:.2f} ({fw})"
         prec_title = "Faster step: " + ", ".join(faster(fw) for fw in dict.fromkeys(fw for fw, _ in precision))
     else:
         prec_title = f"Precision: {dts[0]} only on this chip"
@@ -134,16 +138,17 @@ def plot_training_curves(losses_jax: Sequence[float], losses_torch: Sequence[flo
     return fig
 
 
-def plot_step_time_breakdown(ops: OpBreakdown | None, phases: Mapping[str, Mapping[str, float]]) -> Figure:
+def plot_step_time_breakdown(ops: OpBreakdown | None, phases: Mapping[str, Mapping[str, float]],
+                             flop_share: float | None = None) -> Figure:
     """Step time per op category (torch profiler) and per phase, JAX vs PyTorch; the phases alone without ops (Lab 02)."""
     # ops: labkit.measure.breakdown.torch_op_breakdown's result (GPU: kernels by launching op; CPU: self time),
     # None where the profile held no kernels (NoKernelRecords); phases: {framework: {"forward"|"backward"|"optimizer":
-    # seconds per step}}; phases["torch"] is required.
+    # seconds per step}}; phases["torch"] is required. flop_share: matmul FLOPs / all-op FLOPs (XLA's count), or None.
     if ops is None:  # nothing to draw on the left: no zero-width bars that read as "no time"
         fig, ax2 = plt.subplots(figsize=(5, 3.8))
     else:
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [3, 2]})
-        _draw_ops(ax1, ops)
+        _draw_ops(ax1, ops, flop_share)
     left = np.zeros(len(phases))  # ms, where each framework's next stacked segment starts
     for ph, c in zip(("forward", "backward", "optimizer"), ("tab:green", "tab:orange", "tab:gray")):
         # A phase found by subtraction (JAX: step - forward+backward) can come out below 0 in noise: draw it as 0.
@@ -159,11 +164,12 @@ def plot_step_time_breakdown(ops: OpBreakdown | None, phases: Mapping[str, Mappi
     return fig
 
 
-def _draw_ops(ax: Axes, ops: OpBreakdown) -> None:
+def _draw_ops(ax: Axes, ops: OpBreakdown, flop_share: float | None) -> None:
     """The left panel: ms per step per op category, largest on top."""
     ax.barh([r["category"] for r in ops.rows], [r["ms per step"] for r in ops.rows], color="tab:blue")
     ax.invert_yaxis()
     gpu = ops.source == BY_LAUNCHER
     ax.set_xlabel(("device time per step (ms, kernels by launching op)" if gpu else "self CPU time per step (ms)")
                   + (f"; {ops.by_kernel_name:.0%} by kernel name" if ops.by_kernel_name else ""))
-    ax.set_title(f"torch: matmul + attention do all the FLOPs, {ops.matmul_share:.0%} of the time")
+    flops = "most of the FLOPs" if flop_share is None else f"{flop_share:.0%} of the FLOPs (XLA)"
+    ax.set_title(f"torch: matmul + attention do {flops}, {ops.matmul_share:.0%} of the time")

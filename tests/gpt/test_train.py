@@ -85,6 +85,21 @@ def test_lowered_step_is_the_jitted_step(init: dict) -> None:
     assert "dot(" in jt.lower(x, x).as_text(dialect="hlo")
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_the_rematerialized_step_does_one_more_forward(init: dict, dtype: str) -> None:
+    """XLA's own dots of the step under jax.checkpoint are HFU's numerator: 8N + 16LHQT, 4/3 of the plain step."""
+    from labkit.measure import flops
+
+    jt = JaxTrainer(torch_to_flax(init, CFG), OPT, dtype=dtype)
+    x = jnp.zeros((2, CFG.seq_len), jnp.int32)
+    plain, remat = (flops.hlo_dot_flops(jt.lower(x, x, xla_attention=True, remat=r).as_text(dialect="hlo"))
+                    for r in (False, True))
+    tokens = 2 * CFG.seq_len
+    assert plain == flops.flops_per_token(CFG, CFG.seq_len, "matmul") * tokens
+    assert remat == flops.hardware_flops_per_token(CFG, CFG.seq_len, "matmul", recompute=1.0) * tokens
+    assert 3 * remat == 4 * plain
+
+
 def test_bad_dtype_is_refused(init: dict) -> None:
     with pytest.raises(ValueError, match="dtype must be one of"):
         JaxTrainer(torch_to_flax(init, CFG), dtype="fp16")

@@ -74,6 +74,7 @@ def test_hfu_counts_recomputation_mfu_does_not() -> None:
     m = mfu.mfu(model, 2.0, chip=H100, dtype="bf16")
     h = mfu.hfu(hardware_flops, 2.0, chip=H100, dtype="bf16")
     assert h.kind == "HFU" and str(h).startswith("HFU")
+    assert "(hardware FLOPs, palm convention)" in str(h) and "(palm FLOPs)" in str(m)  # what each numerator counts
     assert h.value / m.value == pytest.approx(4 / 3)
 
 

@@ -34,6 +34,7 @@ def test_timing_mistakes_counts_too_fast_and_too_slow() -> None:
     assert [ln.get_color() for ln in lines] == [plots.FRAMEWORK_COLORS[fw] for fw in ("jax", "torch")]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["jax: correct step (10 ms)",
                                                                  "torch: correct step (20 ms)"]
+    assert ax.get_legend().get_bbox_to_anchor().y0 < ax.get_window_extent().y0  # below the bars, never over a label
 
 
 def _u(value: float, step_ms: float, tokens: int = 4096) -> mfu.Utilization:
@@ -54,7 +55,7 @@ def test_mfu_sweeps_carry_gains_and_step_times() -> None:
     assert len(a.get_lines()) == 2 and "batch size" in a.get_xlabel() and "tokens" in b.get_xlabel()
     assert [t.get_text() for t in a.texts] == ["4 ms", "10 ms", "4 ms", "8 ms"]  # each point's step time
     assert [t.get_horizontalalignment() for t in a.texts] == ["left", "right"] * 2  # the last label stays inside
-    assert "x1.5 (jax), x2.0 (torch)" in b.get_title()
+    assert b.get_title() == "Longer sequences: MFU x1.5 (jax), x2.0 (torch)\n(and x4 tokens per step)"
     assert len(c.patches) == 4  # one bar per (framework, dtype)
     # fp32 has the higher MFU (against its own, 15x lower peak) but bf16 has the faster step: the title says so.
     assert c.get_title() == "Faster step: bf16 x11.11 (jax), bf16 x15.00 (torch)"
@@ -72,6 +73,12 @@ def test_mfu_sweeps_carry_gains_and_step_times() -> None:
                                 "vs spec bf16 peak", "TPU v5e")
     assert [len(ax.get_lines()) for ax in tpu.axes[:2]] == [1, 1] and len(tpu.axes[2].patches) == 2
     assert tpu.axes[0].get_title().endswith("x3.00 (jax)") and tpu.axes[2].get_title() == "Faster step: bf16 x11.11 (jax)"
+    # A gap within the timing rule's 5% floor (steptime.AGREE_FLOOR) names no winner
+    close = {**precision, ("jax", "bf16"): _u(0.05, 9.8), ("jax", "fp32"): _u(0.19, 10.18)}
+    tie = plots.plot_mfu_sweeps((1, 8), {"jax": [_u(0.1, 4.0), _u(0.3, 10.0)]}, (16, 64), {"jax": [_u(0.2, 5.0), _u(0.3, 20.0)]},
+                                {k: v for k, v in close.items() if k[0] == "jax"}, {"jax jit": _u(0.3, 36.0)},
+                                "vs spec bf16 peak", "CPU")
+    assert tie.axes[2].get_title() == "Faster step: neither x1.04 (jax)"
 
 
 def test_training_curves_mark_validation_and_uniform_guess() -> None:
@@ -90,8 +97,10 @@ def test_step_time_breakdown_states_matmul_share_and_backward_ratio() -> None:
                                ("multi_tensor_apply_kernel", 4800.0, "aten::_fused_adamw_")])
     phases = {"torch": {"forward": 0.002, "backward": 0.005, "optimizer": 0.001},
               "jax": {"forward": 0.001, "backward": 0.003, "optimizer": -0.0001}}  # a noisy negative phase
-    ops_ax, phase_ax = plots.plot_step_time_breakdown(ops, phases).axes[:2]
-    assert ops_ax.get_title() == "torch: matmul + attention do all the FLOPs, 60% of the time"
+    ops_ax, phase_ax = plots.plot_step_time_breakdown(ops, phases, flop_share=0.9649).axes[:2]
+    assert ops_ax.get_title() == "torch: matmul + attention do 96% of the FLOPs (XLA), 60% of the time"
+    no_count = plots.plot_step_time_breakdown(ops, phases)  # a JAX that cannot count every op: no share to print
+    assert no_count.axes[0].get_title() == "torch: matmul + attention do most of the FLOPs, 60% of the time"
     assert ops_ax.get_xlabel() == "device time per step (ms, kernels by launching op); 10% by kernel name"
     assert [round(p.get_width(), 6) for p in ops_ax.patches] == [6.0, 4.8, 1.2]  # ms, largest first
     assert phase_ax.get_title() == "backward = 2.5x forward (FLOPs: 2x)" and "ms" in phase_ax.get_xlabel()
