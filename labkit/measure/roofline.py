@@ -347,11 +347,18 @@ def levelled_off(points: Sequence[OpPoint]) -> float:
     return best[top] / best[below]
 
 
-def level_verdict(ratio: float) -> str:
-    """(Lab 00) What a :func:`levelled_off` ratio says: "still rising", "levelled off" or "falling"."""
+def level_verdict(ratio: float, spread: float = 0.0) -> str:
+    """(Lab 00) What a :func:`levelled_off` ratio says: "still rising", "levelled off" or "falling".
+
+    Flat within ±max(LEVEL_BAND, spread): a step no larger than the points' own IQR/median is noise, not a trend.
+    """
     if not math.isfinite(ratio) or ratio <= 0:
         raise ValueError(f"ratio must be a finite FLOP/s ratio > 0, got {ratio!r}; pass levelled_off(points)")
-    return "still rising" if ratio > 1 + LEVEL_BAND else "falling" if ratio < 1 - LEVEL_BAND else "levelled off"
+    if not (math.isfinite(spread) and spread >= 0):
+        raise ValueError(f"spread must be an IQR/median >= 0, got {spread!r}; e.g. the larger timing.spread "
+                         "of the two sizes")
+    band = max(LEVEL_BAND, spread)
+    return "still rising" if ratio > 1 + band else "falling" if ratio < 1 - band else "levelled off"
 
 
 def measured_bandwidth(points: Sequence[OpPoint]) -> float:

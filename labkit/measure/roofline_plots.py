@@ -15,6 +15,20 @@ from matplotlib.figure import Figure
 from labkit.measure.roofline import OpPoint, attainable, bound_by, ridge_point
 
 
+REACHED = 0.3  # an op under 30% of the roof over it is limited by something the roofline does not draw
+
+
+def describe_bound(kind: str, of_roof: float) -> str:
+    """(Lab 00) "memory-bound", or "under the memory roof" when the op reached under 30% of it.
+
+    ``kind`` is :func:`labkit.measure.roofline.bound_by`'s class, ``of_roof`` the op's FLOP/s over its ceiling:
+    the roof left of the ridge *applies* to a 5% matvec, but something else (its kernel, a core count) limits it.
+    """
+    if kind in ("memory", "compute") and of_roof < REACHED:
+        return f"under the {kind} roof"
+    return f"{kind}-bound"
+
+
 def square_size(p: OpPoint) -> int:
     """(Lab 00) n of a square "matmul n x n x n" point."""
     return int(p.name.split()[1].split("x")[0])
@@ -62,12 +76,13 @@ def plot_roofline(peak_flops: float, bandwidth: float, ops: Sequence[OpPoint] = 
     groups: dict[str, list[str]] = {}
     for p in ops:
         kind = bound_by(p.flops, p.bytes, peak_flops, bandwidth, overhead_s, p.timing.median_s)
+        kind = describe_bound(kind, p.flops_per_s / float(attainable(p.intensity, peak_flops, bandwidth)))
         groups.setdefault(kind, []).append(p.name)
         ax.loglog(p.intensity, p.flops_per_s / 1e12, "o", label=f"{p.name} ({p.framework}, {p.dtype}): {kind}")
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel("TFLOP/s")
     # Counts only: the legend names each op's bound (a title listing them was wider than the axes).
-    ax.set_title((f"{chip}: " if chip else "") + ", ".join(f"{len(v)} {k}-bound" for k, v in groups.items()),
+    ax.set_title((f"{chip}: " if chip else "") + ", ".join(f"{len(v)} {k}" for k, v in groups.items()),
                  fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(True, which="both", alpha=0.2)

@@ -172,6 +172,18 @@ def test_level_verdict_band(ratio: float, verdict: str) -> None:
     assert roofline.level_verdict(ratio) == verdict
 
 
+def test_a_rise_within_the_points_spread_is_flat() -> None:
+    # The committed H100 run of Lab 00: 776.4 TFLOP/s at 8192³ over 737.6 at 4096³ (1.053x) with an IQR/median of
+    # 0.156 at the top size: a 5% step inside a 16% spread is noise, not a peak still rising.
+    assert roofline.level_verdict(776.4 / 737.6) == "still rising"
+    assert roofline.level_verdict(776.4 / 737.6, spread=0.156) == "levelled off"
+    assert roofline.level_verdict(1.55, spread=0.156) == "still rising"  # a 2-core CPU's 1.55x stays a rise
+    assert roofline.level_verdict(0.80, spread=0.156) == "falling"
+    for bad in (-0.1, float("nan")):
+        with pytest.raises(ValueError, match="spread must be an IQR/median >= 0"):
+            roofline.level_verdict(1.0, spread=bad)
+
+
 @pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
 def test_level_verdict_refuses_a_non_ratio(bad: float) -> None:
     with pytest.raises(ValueError, match="pass levelled_off"):

@@ -49,8 +49,15 @@ def test_roofline_draws_ceiling_and_titles_each_ops_bound() -> None:
     np.testing.assert_allclose(y * 1e12, np.minimum(2.2e12, x * 6e10))
     assert ax.get_title() == "chip X: 1 compute-bound, 1 memory-bound, 1 overhead-bound, 1 kernel-bound"
     labels = ax.get_legend_handles_labels()[1]
-    assert labels[-4:] == ["matmul 1024x1024x1024 (jax, bf16): compute", "elementwise add (jax, fp32): memory",
-                           "matmul 16x16x16 (jax, bf16): overhead", "matmul 32x32x32 (jax, bf16): kernel"]
+    assert labels[-4:] == ["matmul 1024x1024x1024 (jax, bf16): compute-bound", "elementwise add (jax, fp32): memory-bound",
+                           "matmul 16x16x16 (jax, bf16): overhead-bound", "matmul 32x32x32 (jax, bf16): kernel-bound"]
+    # A matvec left of the ridge at 5% of the memory roof: the roof applies, something else limits it (the CPU run)
+    matvec = roofline.OpPoint("matvec", "jax", "bf16", 2e6, 2e6, Timing((2e-3,) * 3, 1))  # 1 GB/s of a 60 GB/s roof
+    ax = roofline_plots.plot_roofline(2.2e12, 6e10, [big, add, matvec], chip="chip X", overhead_s=2e-5)
+    assert ax.get_title() == "chip X: 1 compute-bound, 1 memory-bound, 1 under the memory roof"
+    assert roofline_plots.describe_bound("memory", 0.05) == "under the memory roof"
+    assert roofline_plots.describe_bound("memory", 0.3) == "memory-bound"
+    assert roofline_plots.describe_bound("kernel", 0.01) == "kernel-bound"  # already says what limits it
     assert ax.get_xscale() == "log"
 
 
