@@ -98,6 +98,19 @@ for _name in ("dp", "fsdp", "tp", "dp_tp"):  # labkit.sharding.layouts.STRATEGIE
         lambda _s=_name: _sharded_step(_s))
 
 
+@register("lab02.gpt_train_step_remat", "02_mfu")
+def _train_step_remat() -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    import jax
+
+    from labkit.gpt.flax_model import FlaxGPT
+    from labkit.gpt.config import get_config
+    from labkit.gpt.train import JaxTrainer
+
+    _, _, tokens = _gpt()
+    t = JaxTrainer(FlaxGPT(get_config("test")))  # the step HFU counts: its loss under jax.checkpoint
+    return jax.jit(t.remat_step), (_spec(t.params), _spec(t.opt_state), tokens, tokens)
+
+
 @register("lab05.exported_forward", "05_train_tpu_serve_gpu")
 def _exported_forward() -> tuple[Callable[..., Any], tuple[Any, ...]]:
     import jax

@@ -99,9 +99,9 @@ class JaxTrainer:
         step = make_step(loss_fn)
         self.loss_fn = loss_fn  # pure (params, x, y) -> loss: for forward/backward timing splits
         self._step = step  # the un-jitted step, re-traced by lower(xla_attention=True)
-        # Full rematerialization: the backward recomputes the whole forward instead of reading saved
-        # activations (HFU's extra forward, Lab 02). Only lowered, for counting: never the trained step.
-        self._remat_step = make_step(jax.checkpoint(loss_fn))
+        # Full rematerialization: the backward recomputes the whole forward instead of reading saved activations
+        # (HFU's extra forward, Lab 02): un-jitted, lowered for counting and by `labkit lower`, never trained.
+        self.remat_step = make_step(jax.checkpoint(loss_fn))
         # Donating params/opt_state lets XLA update the weights in place (no second copy).
         self.step_fn = jax.jit(step, donate_argnums=(0, 1) if donate else ())
 
@@ -140,7 +140,7 @@ class JaxTrainer:
             return self.step_fn.lower(self.params, self.opt_state, x, y)
         from labkit.runtime import attention
 
-        step = self._remat_step if remat else self._step
+        step = self.remat_step if remat else self._step
         with attention.xla_attention() if xla_attention else contextlib.nullcontext():
             # a new function object: a fresh trace, not jit's cached one
             return jax.jit(lambda *a: step(*a)).lower(self.params, self.opt_state, x, y)

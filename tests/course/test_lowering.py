@@ -13,6 +13,7 @@ def test_every_registered_function_lowers_for_tpu_and_cuda() -> None:
     assert not failed, "\n".join(failed)
     names = {r.name for r in results}
     assert {"lab00.matmul_bf16", "lab01.pallas_matmul", "lab02.gpt_forward", "lab02.gpt_train_step",
+            "lab02.gpt_train_step_remat",
             "lab04.fp8_matmul_grad", "lab04.bf16_grad", "lab05.exported_forward",
             *(f"lab03.sharded_train_step_{s}" for s in ("dp", "fsdp", "tp", "dp_tp"))} <= names
     assert {r.platform for r in results if r.name == "lab01.pallas_matmul"} == {"tpu"}  # TPU-only kernel
