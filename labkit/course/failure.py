@@ -46,7 +46,7 @@ def first_error(nb: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def last_started(nb: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
-    """The last code cell papermill started: where a lab that hung or whose kernel died stopped."""
+    """The last code cell papermill started: where a lab that hung or whose kernel died stopped (Lab 00)."""
     started = [(n, c) for n, c in code_cells(nb)
                if c.get("metadata", {}).get("papermill", {}).get("start_time")]
     return started[-1] if started else None

@@ -64,15 +64,27 @@ def _forward() -> tuple[Callable[..., Any], tuple[Any, ...]]:
     return jax.jit(lambda s, t: nnx.merge(graphdef, s)(t)), (_spec(state), tokens)
 
 
-@register("lab02.gpt_train_step", "02_mfu")
-def _train_step() -> tuple[Callable[..., Any], tuple[Any, ...]]:
+def _trainer() -> tuple[Any, Any]:
     from labkit.gpt.flax_model import FlaxGPT
     from labkit.gpt.config import get_config
     from labkit.gpt.train import JaxTrainer
 
     _, _, tokens = _gpt()
-    t = JaxTrainer(FlaxGPT(get_config("test")))  # Lab 02's own jitted AdamW step
+    return JaxTrainer(FlaxGPT(get_config("test"))), tokens  # Lab 02's own AdamW step
+
+
+@register("lab02.gpt_train_step", "02_mfu")
+def _train_step() -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    t, tokens = _trainer()
     return t.step_fn, (_spec(t.params), _spec(t.opt_state), tokens, tokens)
+
+
+@register("lab02.gpt_train_step_remat", "02_mfu")
+def _train_step_remat() -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    import jax
+
+    t, tokens = _trainer()  # the step HFU counts: its loss under jax.checkpoint
+    return jax.jit(t.remat_step), (_spec(t.params), _spec(t.opt_state), tokens, tokens)
 
 
 LAB03_DEVICES, LAB03_BATCH = 8, 16  # Lab 03's mesh (a TPU v5e-8, an 8-GPU node) and global batch, sequences
@@ -96,19 +108,6 @@ def _sharded_step(strategy: str) -> tuple[Callable[..., Any], tuple[Any, ...]]:
 for _name in ("dp", "fsdp", "tp", "dp_tp"):  # labkit.sharding.layouts.STRATEGIES, without importing JAX here
     register(f"lab03.sharded_train_step_{_name}", "03_gspmd_sharding")(
         lambda _s=_name: _sharded_step(_s))
-
-
-@register("lab02.gpt_train_step_remat", "02_mfu")
-def _train_step_remat() -> tuple[Callable[..., Any], tuple[Any, ...]]:
-    import jax
-
-    from labkit.gpt.flax_model import FlaxGPT
-    from labkit.gpt.config import get_config
-    from labkit.gpt.train import JaxTrainer
-
-    _, _, tokens = _gpt()
-    t = JaxTrainer(FlaxGPT(get_config("test")))  # the step HFU counts: its loss under jax.checkpoint
-    return jax.jit(t.remat_step), (_spec(t.params), _spec(t.opt_state), tokens, tokens)
 
 
 @register("lab05.exported_forward", "05_train_tpu_serve_gpu")

@@ -8,6 +8,7 @@ Modules:
 - ``roofline``  measured matmul peak, memory bandwidth and per-call overhead; what bounds each op
 - ``timed_check``  the matmul functions the sweep times, checked against float64 in each dtype timed
 - ``roofline_model``  the roofline in closed form: matmul FLOPs and bytes, ridge, ceiling, time, bound
+- ``sweep_level``  has the matmul sweep levelled off? its top step against the points' own spread
 - ``roofline_plots``  Lab 00's pictures: the matmul sweep, this device's roofline, measured vs spec, chips
 - ``flops``     FLOPs of a GPT step: closed form and as XLA and torch count them
 - ``mfu``       model FLOPs utilization over a named peak, with the step time and tokens/s beside it

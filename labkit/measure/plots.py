@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from labkit.measure.breakdown import BY_LAUNCHER, OpBreakdown
 from labkit.measure.mfu import Utilization
-from labkit.measure.steptime import AGREE_FLOOR
+from labkit.measure.steptime import a_tie
 
 
 FRAMEWORK_COLORS = {"jax": "tab:blue", "torch": "tab:orange"}  # one colour per framework in every Lab 02 picture
@@ -97,8 +97,7 @@ def plot_mfu_sweeps(batches: Sequence[int], sweep_batch: Mapping[str, Sequence[U
     if len(dts) == 2:  # the verdict is the step time: each MFU is against its own dtype's peak
         def faster(fw: str) -> str:  # which dtype's step is shorter, and by how much; a gap in the noise is a tie
             a, b = (precision[(fw, dt)].step_time_s for dt in dts)
-            r = max(a, b) / min(a, b)
-            return f"neither x{r:.2f} ({fw})" if r - 1 <= AGREE_FLOOR else f"{dts[0] if a < b else dts[1]} x{r:.2f} ({fw})"
+            return f"{'tie' if a_tie(a, b) else dts[0] if a < b else dts[1]} x{max(a, b) / min(a, b):.2f} ({fw})"
         prec_title = "Faster step: " + ", ".join(faster(fw) for fw in dict.fromkeys(fw for fw, _ in precision))
     else:
         prec_title = f"Precision: {dts[0]} only on this chip"

@@ -15,8 +15,6 @@ output costs on this runtime.
 
 from __future__ import annotations
 
-import math
-
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -204,7 +202,8 @@ def softmax_jax(rows: int, cols: int, repeats: int = 10) -> OpPoint:
 def call_overhead_jax(repeats: int = 10) -> Timing:
     """Seconds per call of a jitted op with almost no work (x + 1 on 1 float): the fixed cost of a call (Lab 00).
 
-    Timed like every other probe here (same back-to-back rule), so it is the floor under their times.
+    Timed like every other probe here (same back-to-back rule), so it is what each of their calls pays at
+    least -- measured once, at one moment: a busy host can make it read above a later op's whole call.
     """
     import jax
 
@@ -327,38 +326,6 @@ def probe_kind(point: OpPoint) -> str:
     if kind not in ("read", "stream", "add", "copy"):
         raise ValueError(f"{point.name!r} is not a bandwidth probe (read / stream / add / copy): see bandwidth_probes")
     return kind + (" in place" if point.name.endswith(" in place") else "")
-
-
-LEVEL_BAND = 0.05  # a last step within ±5% is flat: the spread of a good median on a quiet machine
-
-
-def levelled_off(points: Sequence[OpPoint]) -> float:
-    """(Lab 00) Best FLOP/s at the largest size over the best at the next largest: near 1 the sweep has levelled off.
-
-    Points of one size from several frameworks count once, at the fastest: a size's figure is the best
-    any library reached there, so one library's slow run at the top size does not read as "falling".
-    """
-    best: dict[float, float] = {}  # FLOPs per call (the size) -> best FLOP/s at it
-    for p in points:
-        best[p.flops] = max(best.get(p.flops, 0.0), p.flops_per_s)
-    if len(best) < 2:
-        raise ValueError(f"need at least two sizes to see a sweep level off, got {len(best)}")
-    top, below = sorted(best)[-2:][::-1]
-    return best[top] / best[below]
-
-
-def level_verdict(ratio: float, spread: float = 0.0) -> str:
-    """(Lab 00) What a :func:`levelled_off` ratio says: "still rising", "levelled off" or "falling".
-
-    Flat within ±max(LEVEL_BAND, spread): a step no larger than the points' own IQR/median is noise, not a trend.
-    """
-    if not math.isfinite(ratio) or ratio <= 0:
-        raise ValueError(f"ratio must be a finite FLOP/s ratio > 0, got {ratio!r}; pass levelled_off(points)")
-    if not (math.isfinite(spread) and spread >= 0):
-        raise ValueError(f"spread must be an IQR/median >= 0, got {spread!r}; e.g. the larger timing.spread "
-                         "of the two sizes")
-    band = max(LEVEL_BAND, spread)
-    return "still rising" if ratio > 1 + band else "falling" if ratio < 1 - band else "levelled off"
 
 
 def measured_bandwidth(points: Sequence[OpPoint]) -> float:

@@ -16,6 +16,7 @@ from labkit.measure.roofline import OpPoint, attainable, bound_by, ridge_point
 
 
 REACHED = 0.3  # an op under 30% of the roof over it is limited by something the roofline does not draw
+BOUNDS = ("compute", "memory", "overhead", "kernel")  # labkit.measure.roofline.bound_by's classes
 
 
 def describe_bound(kind: str, of_roof: float) -> str:
@@ -24,6 +25,10 @@ def describe_bound(kind: str, of_roof: float) -> str:
     ``kind`` is :func:`labkit.measure.roofline.bound_by`'s class, ``of_roof`` the op's FLOP/s over its ceiling:
     the roof left of the ridge *applies* to a 5% matvec, but something else (its kernel, a core count) limits it.
     """
+    if kind not in BOUNDS:
+        raise ValueError(f"kind must be one of {BOUNDS} (roofline.bound_by's classes), got {kind!r}")
+    if isinstance(of_roof, bool) or not isinstance(of_roof, (int, float)) or not (of_roof >= 0 and np.isfinite(of_roof)):
+        raise ValueError(f"of_roof must be a finite share >= 0 (the op's FLOP/s over its ceiling), got {of_roof!r}")
     if kind in ("memory", "compute") and of_roof < REACHED:
         return f"under the {kind} roof"
     return f"{kind}-bound"

@@ -120,3 +120,9 @@ def relative_gap(a: float, b: float) -> float:
 def same_step(a: Timing, b: Timing) -> bool:
     """Whether two measurements of one step agree: median gap <= agreement_tolerance(a, b) (Lab 02)."""
     return relative_gap(a.median_s, b.median_s) <= agreement_tolerance(a, b)
+
+
+def a_tie(a: float, b: float) -> bool:
+    """Whether two positive figures (times, MFUs) are within AGREE_FLOOR, larger over smaller: no winner (Lab 02)."""
+    relative_gap(a, b)  # the same refusal of non-numbers, zeros and NaN
+    return max(a, b) / min(a, b) - 1 <= AGREE_FLOOR

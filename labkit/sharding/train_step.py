@@ -192,14 +192,30 @@ class ShardedStep:
         return jax.make_array_from_callback(a.shape, sharding.named(self.mesh, spec),
                                             lambda idx: a[idx])
 
+    def _check_devices(self, what: str) -> None:
+        from jax.sharding import AbstractMesh
+
+        if isinstance(self.mesh, AbstractMesh):
+            raise sharding.ShardingError(
+                f"this {self.strategy} step is laid out on an abstract mesh {dict(self.mesh.shape)} (no devices), "
+                f"so it cannot {what}: lower it with jax.export.export(step.fn, platforms=('tpu',))("
+                f"*step.abstract_args(batch)), or build_step on a real mesh (strategy_mesh) to run it")
+
     def place(self, params: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray) -> tuple:
         """Params (sharded), fresh Adam state (same layouts) and the batch, on devices (Lab 03)."""
         import jax
 
+        self._check_devices("hold arrays")
+
         p = {k: self._put(v, self.param_specs.get(k), k) for k, v in params.items()}
         xs, ys = self._put(x, self.batch_spec, "tokens x"), self._put(y, self.batch_spec, "tokens y")
-        # zeros_like keeps each parameter's sharding: Adam's moments get the parameter layout.
-        return p, jax.jit(self.optimizer.init)(p), xs, ys
+        if self.mesh is None:
+            return p, jax.jit(self.optimizer.init)(p), xs, ys
+        # Adam's moments in their parameter's layout, made where they live. Without out_shardings, jit returns
+        # them whole on one device (zeros depend on no input's data): a full copy of the state on device 0.
+        rep = sharding.named(self.mesh, sharding.spec_of())
+        opt_sh = _opt_shardings(self.optimizer, self.cfg, {k: v.sharding for k, v in p.items()}, rep)
+        return p, jax.jit(self.optimizer.init, out_shardings=opt_sh)(p), xs, ys
 
     def abstract_args(self, batch: int) -> tuple:
         """(params, Adam state, x, y) as shapes, dtypes and this step's layouts, no data: for lowering (Lab 03)."""
@@ -227,6 +243,7 @@ class ShardedStep:
 
     def compile(self, *args: Any, fast: bool = False) -> Any:
         """The compiled executable: call it, or read ``.as_text()`` / ``.memory_analysis()`` (Lab 03)."""
+        self._check_devices("compile for this machine")
         lowered = self.fn.lower(*args)
         return lowered.compile(FAST_COMPILE) if fast else lowered.compile()
 

@@ -96,10 +96,12 @@ for name in S.STRATEGIES:
     fn, args = REGISTRY[f"lab03.sharded_train_step_{name}"].make()  # laid out on an abstract 8-device mesh
     tpu = export.export(fn, platforms=("tpu",))(*args)
     step = st.build_step(cfg, name)  # the lab's own step, on 8 simulated CPU devices
-    p1, _, loss1 = step.fn(*step.place(params, x, y))
+    placed = step.place(params, x, y)  # the lab's arrays, as its cells place them
+    p1, _, loss1 = step.fn(*placed)
     p2, _, loss2 = export.export(fn, platforms=("cpu",))(*args).call(*step.place(params, x, y))
     out[name] = {"devices": tpu.nr_devices,
                  "specs": [str(s.spec) for s in tpu.in_shardings_jax(step.mesh)],
+                 "placed": [str(getattr(a.sharding, "spec", "one device")) for a in jax.tree.leaves(placed)],
                  "lab_specs": [str(step.param_specs[k]) for k in sorted(step.param_specs)],
                  "losses": [float(loss1), float(loss2)], "max_diff": st.max_abs_diff(st.to_numpy(p1), st.to_numpy(p2))}
 print("RESULT" + json.dumps(out))
@@ -114,12 +116,23 @@ def test_lab03_lowers_the_labs_own_sharded_steps_for_8_chips() -> None:
     assert sorted(out) == ["dp", "dp_tp", "fsdp", "tp"]
     for name, r in out.items():
         assert r["devices"] == 8, f"{name}: lowered for {r['devices']} devices, Lab 03's mesh has 8"
-        # params come first (sorted by name, as jax flattens a dict): each carries the layout the lab chose
-        assert r["specs"][:len(r["lab_specs"])] == r["lab_specs"], name
+        # every input -- weights, Adam's moments, tokens -- in the layout the lab's own run gave its arrays
+        assert r["specs"] == r["placed"], (name, r["placed"])
+        assert r["specs"][:len(r["lab_specs"])] == r["lab_specs"], name  # params first, sorted by name
         # the program lowered on devices that need not exist computes the lab's step, bit for bit
         assert r["losses"][0] == r["losses"][1] and r["max_diff"] == 0.0, (name, r["losses"], r["max_diff"])
     assert any("'data'" in s for s in out["fsdp"]["lab_specs"]) and any("'model'" in s for s in out["tp"]["lab_specs"])
     assert not any("'" in s for s in out["dp"]["lab_specs"])  # dp replicates every weight
+
+
+def test_lab03_lowers_the_shapes_the_lab_runs(root) -> None:
+    """lowerables' copy of Lab 03's smoke sizes matches the notebook's (it cannot import a notebook cell)."""
+    from labkit.course.lowerables import LAB03_BATCH, LAB03_DEVICES, lab03_config
+
+    c, text = lab03_config(), (root / "labs" / "03_gspmd_sharding.ipynb").read_text()
+    smoke = (f'\\"smoke\\": Sizes(GPTConfig(vocab_size={c.vocab_size}, seq_len={c.seq_len}, n_layer={c.n_layer}, '
+             f'n_head={c.n_head}, d_model={c.d_model}), batch={LAB03_BATCH},')
+    assert smoke in text and f"n_devices={LAB03_DEVICES}, repeats=3" in text, "Lab 03's smoke sizes changed: update lowerables"
 
 
 def test_abstract_args_refuse_a_batch_the_mesh_cannot_split() -> None:
@@ -132,5 +145,8 @@ def test_abstract_args_refuse_a_batch_the_mesh_cannot_split() -> None:
         step.abstract_args(12)
     with pytest.raises(ValueError, match="batch"):
         step.abstract_args(0)
+    for run in (lambda: step.place({}, None, None), lambda: step.compile()):  # no devices to hold or run it
+        with pytest.raises(layouts.ShardingError, match=r"abstract mesh \{'data': 8\} \(no devices\).*jax.export"):
+            run()
     with pytest.raises(layouts.ShardingError, match="model axis 3 does not divide 8 devices"):
         layouts.abstract_mesh("dp_tp", 8, model=3)

@@ -78,7 +78,7 @@ def test_mfu_sweeps_carry_gains_and_step_times() -> None:
     tie = plots.plot_mfu_sweeps((1, 8), {"jax": [_u(0.1, 4.0), _u(0.3, 10.0)]}, (16, 64), {"jax": [_u(0.2, 5.0), _u(0.3, 20.0)]},
                                 {k: v for k, v in close.items() if k[0] == "jax"}, {"jax jit": _u(0.3, 36.0)},
                                 "vs spec bf16 peak", "CPU")
-    assert tie.axes[2].get_title() == "Faster step: neither x1.04 (jax)"
+    assert tie.axes[2].get_title() == "Faster step: tie x1.04 (jax)"
 
 
 def test_training_curves_mark_validation_and_uniform_guess() -> None:

@@ -58,6 +58,9 @@ def test_roofline_draws_ceiling_and_titles_each_ops_bound() -> None:
     assert roofline_plots.describe_bound("memory", 0.05) == "under the memory roof"
     assert roofline_plots.describe_bound("memory", 0.3) == "memory-bound"
     assert roofline_plots.describe_bound("kernel", 0.01) == "kernel-bound"  # already says what limits it
+    for kind, share in (("foo", 0.5), (None, 0.5), ("memory", float("nan")), ("memory", -1.0), ("memory", "0.5")):
+        with pytest.raises(ValueError, match="kind must be one of|of_roof must be a finite share"):
+            roofline_plots.describe_bound(kind, share)
     assert ax.get_xscale() == "log"
 
 

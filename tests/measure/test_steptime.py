@@ -94,3 +94,11 @@ def test_a_negative_step_time_never_becomes_a_negative_throughput() -> None:
 def test_relative_gap_needs_two_positive_times(a, b) -> None:
     with pytest.raises(ValueError, match="need two positive times in seconds"):
         steptime.relative_gap(a, b)
+
+
+def test_a_tie_is_within_the_floor_either_way_round() -> None:
+    assert steptime.a_tie(9.8, 10.18) and steptime.a_tie(10.18, 9.8)  # 3.9% apart: no winner
+    assert not steptime.a_tie(9.69, 10.18) and not steptime.a_tie(10.18, 9.69)  # 5.06%: bf16 is the faster step
+    assert steptime.a_tie(1.0, 1.0 + 0.9 * steptime.AGREE_FLOOR) and not steptime.a_tie(1.0, 1.0 + 1.1 * steptime.AGREE_FLOOR)
+    with pytest.raises(ValueError, match="need two positive"):
+        steptime.a_tie(0.0, 1.0)
