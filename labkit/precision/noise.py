@@ -177,21 +177,21 @@ class GapJudgement:
         """(Lab 04) Below fp32 all run and more than a floor below it at the end: a leak or an earlier plateau exit."""
         return self.same_sign and self.drift < 0 and self.end_gap < 0 and self.end_ratio > 1.0
 
-    def sentence(self, name: str) -> str:
-        """(Lab 04) One line for the lab: the gap in nats and in floors, its sign, the end gap and the verdict."""
+    def sentence(self, name: str, unit: str = "nats") -> str:
+        """(Lab 04) One line for the lab: the gap in ``unit`` and in floors, its sign, the end gap and the verdict."""
         verdict = "within run-to-run noise" if self.within_noise else "LARGER than run-to-run noise"
         way = "worse" if self.drift > 0 else "better"
         sign = f"one sign all run ({way} than fp32)" if self.same_sign else "both signs (crosses fp32)"
         note = ""
         if self.beats_fp32:
-            note = (f"; BELOW fp32 all run and {-self.end_gap:.2g} nats below it at the end -- a leak of later "
+            note = (f"; BELOW fp32 all run and {-self.end_gap:.2g} {unit} below it at the end -- a leak of later "
                     "tokens, or an earlier exit from a loss plateau: the causality probe and the plateau steps tell")
         elif self.one_signed:
             note = (f"; but one-signed at {self.ratio:.2g} floors: it trained {way} than fp32 all run -- "
                     "a systematic difference is not ruled out")
-        return (f"{name}: mean |gap| {self.gap:.2g} nats = {self.ratio:.2g}x the fp32 run-to-run floor "
+        return (f"{name}: mean |gap| {self.gap:.2g} {unit} = {self.ratio:.2g}x the fp32 run-to-run floor "
                 f"{self.floor:.4f} (signed {self.drift:+.2g}: {sign}); last {self.tail} steps {self.end_gap:+.2g} "
-                f"nats = {self.end_ratio:.2g}x (steps >= {self.start}, {self.window}-step smoothing, "
+                f"{unit} = {self.end_ratio:.2g}x (steps >= {self.start}, {self.window}-step smoothing, "
                 f"~{self.windows} windows): {verdict} (k = {self.k:g}){note}")
 
 

@@ -75,6 +75,7 @@ def test_a_one_signed_gap_of_a_floor_is_flagged_inside_the_bound() -> None:
     j = noise.judge(small, ref, other, start=20)
     assert j.same_sign and not j.one_signed and "one sign all run (worse than fp32)" in j.sentence("jax bf16")
     assert "but one-signed" not in j.sentence("jax bf16")
+    assert " nats" not in j.sentence("MLP fp8", unit="(squared error)") and "(squared error) =" in j.sentence("MLP", "(squared error)")
 
 
 def test_one_signedness_is_flagged_below_one_floor() -> None:
