@@ -213,8 +213,7 @@ class ShardedStep:
             return p, jax.jit(self.optimizer.init)(p), xs, ys
         # Adam's moments in their parameter's layout, made where they live. Without out_shardings, jit returns
         # them whole on one device (zeros depend on no input's data): a full copy of the state on device 0.
-        rep = sharding.named(self.mesh, sharding.spec_of())
-        opt_sh = _opt_shardings(self.optimizer, self.cfg, {k: v.sharding for k, v in p.items()}, rep)
+        _, opt_sh, _ = _layouts(self.optimizer, self.cfg, self.mesh, self.param_specs)
         return p, jax.jit(self.optimizer.init, out_shardings=opt_sh)(p), xs, ys
 
     def abstract_args(self, batch: int) -> tuple:
@@ -225,19 +224,17 @@ class ShardedStep:
         batch = sharding.check_int(batch, "batch (sequences per step)",
                                    fix="e.g. batch=16, a multiple of the 'data' axis")
         shapes = param_shapes_struct(self.cfg)
+        opt = jax.eval_shape(self.optimizer.init, shapes)  # Adam's moments: ShapeDtypeStructs like params
         if self.mesh is None:
-            p_sh, rep, tok_sh = {k: None for k in shapes}, None, None
-        else:
-            for k, v in shapes.items():
-                sharding.check_divisible(k, v.shape, self.param_specs[k], self.mesh)
+            p_sh, tok_sh = {k: None for k in shapes}, None
+        else:  # the weights' splits were checked when build_step chose them; the batch's is checked here
             sharding.check_divisible("tokens x", (batch, self.cfg.seq_len), self.batch_spec, self.mesh)
-            p_sh = {k: sharding.named(self.mesh, sp) for k, sp in self.param_specs.items()}
-            rep, tok_sh = sharding.named(self.mesh, sharding.spec_of()), sharding.named(self.mesh, self.batch_spec)
+            p_sh, opt_sh, _ = _layouts(self.optimizer, self.cfg, self.mesh, self.param_specs)
+            tok_sh = sharding.named(self.mesh, self.batch_spec)
         with_sh = lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh)  # noqa: E731
         params = {k: with_sh(v, p_sh[k]) for k, v in shapes.items()}
-        opt = jax.eval_shape(self.optimizer.init, shapes)  # Adam's moments: ShapeDtypeStructs like params
         if self.mesh is not None:
-            opt = jax.tree.map(with_sh, opt, _opt_shardings(self.optimizer, self.cfg, p_sh, rep))
+            opt = jax.tree.map(with_sh, opt, opt_sh)
         tokens = jax.ShapeDtypeStruct((batch, self.cfg.seq_len), jnp.int32, sharding=tok_sh)
         return params, opt, tokens, tokens
 
@@ -281,10 +278,8 @@ def build_step(cfg: GPTConfig, strategy: str = "dp", mesh: Any = None, lr: float
 
     if mesh is None:
         return ShardedStep(cfg, "single", None, {}, None, jax.jit(step), opt, one)
-    p_sh = {k: sharding.named(mesh, sp) for k, sp in specs.items()}
-    rep = sharding.named(mesh, sharding.spec_of())
     # Outputs keep the input layouts, so the next step starts where this one ended.
-    fn = jax.jit(step, out_shardings=(p_sh, _opt_shardings(opt, cfg, p_sh, rep), rep))
+    fn = jax.jit(step, out_shardings=_layouts(opt, cfg, mesh, specs))
     return ShardedStep(cfg, strategy, mesh, specs, batch_spec, fn, opt)
 
 
@@ -294,6 +289,13 @@ def param_shapes_struct(cfg: GPTConfig) -> dict[str, Any]:
     import jax.numpy as jnp
 
     return {k: jax.ShapeDtypeStruct(s, jnp.float32) for k, s in param_shapes(cfg).items()}
+
+
+def _layouts(opt: Any, cfg: GPTConfig, mesh: Any, specs: dict[str, Any]) -> tuple[dict[str, Any], Any, Any]:
+    """(weights' shardings, Adam state's, replicated): a step's three layouts, in its outputs' order."""
+    p_sh = {k: sharding.named(mesh, sp) for k, sp in specs.items()}
+    rep = sharding.named(mesh, sharding.spec_of())
+    return p_sh, _opt_shardings(opt, cfg, p_sh, rep), rep
 
 
 def _opt_shardings(opt: Any, cfg: GPTConfig, p_sh: dict[str, Any], rep: Any) -> Any:

@@ -32,8 +32,6 @@ def test_levelled_off_counts_each_size_at_its_fastest_library() -> None:
         sweep_level.levelled_off([sweep[0], torch_pts[0]])
 
 
-
-
 @pytest.mark.parametrize("ratio, verdict", [(1.06, "still rising"), (1.05, "levelled off"), (0.96, "levelled off"),
                                             (0.95, "levelled off"), (0.94, "falling")])
 def test_level_verdict_band(ratio: float, verdict: str) -> None:
@@ -58,8 +56,6 @@ def test_a_step_within_the_points_spread_is_inconclusive() -> None:
 def test_level_verdict_refuses_a_non_ratio(bad: float) -> None:
     with pytest.raises(ValueError, match="pass levelled_off"):
         sweep_level.level_verdict(bad)
-
-
 
 
 def test_level_judges_the_two_points_it_compares() -> None:
