@@ -21,18 +21,21 @@ OUT=${OUT:-$PWD/device-out}
 BUDGET_S=${BUDGET_S:-540}
 JOBS=${JOBS:-"lab02"}
 # A lent machine has 15 minutes of device time in all, its start (minutes) included: one call of
-# BUDGET_S=540 at most, so pick one group by the issue that most needs it, in this order:
-#   issue 15: JOBS="lab02" (its full profile has not run since the command-buffer-off trace and the CUPTI skip)
-#   issue 18: JOBS="lab05 mfu-medium" (Lab 05 at the final commit; bench_mfu's gpt2-medium step for issue 15)
-#   issue 17: JOBS="lab04 peak" (bf16 >= 2x TF32, the fp8 GEMM assert; Lab 00's bandwidth roof)
+# BUDGET_S=540 at most (a warm machine takes a second call at once: the 2026-11-27 session ran three), so pick
+# one group by the issue that most needs it, in this order:
+#   issue 15: JOBS="mfu-medium slowdown" (the Flax step with the embedding's one-hot gradient; which of Lab 02's
+#             cells slows its JAX step), then "lab02" (its last full profile: 2026-11-27 at fa1b186)
+#   issue 18: JOBS="lab05" (Lab 05 at the final commit)
+#   issue 17: JOBS="lab04" (bf16 >= 2x TF32, the fp8 GEMM assert)
 # With 30 minutes, more: JOBS="precision probe" | "lab00 lab01" | "bf16-loss" | "t4". Peak's and probe's
 # times are estimates. "reexport" (~1 min, on the CPU) exports Lab 05's shipped program again with this
 # machine's newer jaxlib; it rewrites datasets/lab05_reference, so it must come after "lab05" (refused before).
 
-# Seconds each job took on an H100/H200 with the GPU to itself (lab02 468 s on an H100; lab05 320 s on an
-# H100, 301 s on an H200; the others beside other work, or estimated): a job is not started with less left.
+# Seconds each job took on an H100/H200 with the GPU to itself (lab02 468 and 436 s on an H100, mfu-medium 151 s,
+# lab05 320 s on an H100, 301 s on an H200; the others beside other work, or estimated): a job is not started with
+# less left.
 declare -A SECONDS_OF=([lab00]=90 [lab01]=120 [lab02]=480 [lab03]=180 [lab04]=330 [lab05]=340 [lab06]=70
-                       [mfu-medium]=200 [precision]=240 [serve]=110 [t4]=240 [bf16-loss]=360 [peak]=120 [probe]=120
+                       [mfu-medium]=160 [slowdown]=180 [precision]=240 [serve]=110 [t4]=240 [bf16-loss]=360 [peak]=120 [probe]=120
                        [reexport]=60)
 
 if [ -d .whl ] && ! python3 -c "import papermill" 2>/dev/null; then
@@ -94,6 +97,7 @@ for job in $JOBS; do
     t4) t4=0; SUFFIX=_t4 lab 00 LABKIT_EMULATE=t4 || t4=$?; SUFFIX=_t4 lab 01 LABKIT_EMULATE=t4 || t4=$?
         (exit "$t4") ;;  # both labs run; the job fails if either did
     mfu-medium) run 8 python3 benchmarks/bench_mfu.py --model gpt2-medium --batch 16 --out "$R/mfu_gpt2-medium.json" ;;
+    slowdown) run 10 python3 benchmarks/diag_jax_slowdown.py --out "$R/jax_slowdown.json" ;;
     precision) run 16 python3 benchmarks/bench_precision.py --out "$R/precision.json" ;;
     bf16-loss) run 10 python3 benchmarks/diag_bf16_loss.py --out "$R/bf16_loss.json" ;;
     probe) run 24 python3 benchmarks/probe_shapes.py --hlo --out "$R/shape_probe.json" ;;

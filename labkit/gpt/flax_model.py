@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from labkit.runtime import attention
+from labkit.runtime import attention, embedding
 from labkit.gpt.config import GPTConfig
 
 def _normal(std: float) -> Any:
@@ -135,11 +135,38 @@ class FlaxGPT(nnx.Module):
     def embed(self, tokens: jax.Array) -> jax.Array:
         """Token + position embeddings: the start of the residual stream, (batch, seq, d_model) (Lab 04)."""
         t = tokens.shape[1]
+        one_hot = embedding.jax_embedding_gradient(self.cfg.vocab_size) == embedding.ONE_HOT  # a GPU: no scatter
         if self.residual_dtype is None:  # looked up and added in the compute dtype
-            return self.wte(tokens) + self.wpe(jnp.arange(t))[None]
+            if not one_hot:
+                return self.wte(tokens) + self.wpe(jnp.arange(t))[None]
+            wte = self.wte.embedding.get_value()  # (vocab, d) fp32, cast as nnx.Embed casts it
+            return take_rows(wte.astype(self.wte.dtype or wte.dtype), tokens) + self.wpe(jnp.arange(t))[None]
         # Looked up from the fp32 tables and added in residual_dtype, as torch does under autocast.
         wte, wpe = self.wte.embedding.get_value(), self.wpe.embedding.get_value()  # (vocab, d), (seq_len, d)
-        return (jnp.take(wte, tokens, axis=0) + wpe[:t][None]).astype(self.residual_dtype)
+        rows = take_rows(wte, tokens) if one_hot else jnp.take(wte, tokens, axis=0)
+        return (rows + wpe[:t][None]).astype(self.residual_dtype)
+
+
+@jax.custom_vjp
+def take_rows(table: jax.Array, tokens: jax.Array) -> jax.Array:
+    """``table[tokens]`` whose gradient is a one-hot matmul instead of a scatter-add (Lab 02; runtime.embedding)."""
+    return jnp.take(table, tokens, axis=0)  # (vocab, d)[(batch, seq)] -> (batch, seq, d)
+
+
+def _take_rows_fwd(table: jax.Array, tokens: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    # A zero-width stand-in keeps the table's row count and dtype for the backward pass, not its data.
+    return take_rows(table, tokens), (tokens, jnp.zeros((table.shape[0], 0), table.dtype))
+
+
+def _take_rows_bwd(res: tuple[jax.Array, jax.Array], g: jax.Array) -> tuple[jax.Array, None]:
+    tokens, like = res  # tokens (batch, seq); g (batch, seq, d): the gradient of each looked-up row
+    one_hot = jax.nn.one_hot(tokens, like.shape[0], dtype=g.dtype)  # (batch, seq, vocab): exact 0/1
+    # (vocab, tokens) @ (tokens, d), accumulated in fp32: each table row's sum of its tokens' gradients.
+    dtable = jnp.einsum("...v,...d->vd", one_hot, g, preferred_element_type=jnp.float32)
+    return dtable.astype(like.dtype), None  # no gradient for integer tokens
+
+
+take_rows.defvjp(_take_rows_fwd, _take_rows_bwd)
 
 
 def abstract_flax_gpt(cfg: GPTConfig, dtype: Any = None, residual_dtype: Any = None) -> FlaxGPT:

@@ -19,7 +19,9 @@ def xla_attention() -> Iterator[None]:
 
     cuDNN's fused attention is one custom call: XLA's HLO and ``cost_analysis`` do not see the
     matmuls inside it (torch's FlopCounterMode has the same blind spot for fused SDPA kernels).
-    Only tracing inside the block is affected: use it around ``jax.jit(...).lower(...)``.
+    The embedding's gradient is traced as XLA's scatter too (``labkit.runtime.embedding``), so the
+    count holds no matmul that is not the model's. Only tracing inside the block is affected: use it
+    around ``jax.jit(...).lower(...)``.
     """
     global _XLA_ATTENTION_ONLY
     before, _XLA_ATTENTION_ONLY = _XLA_ATTENTION_ONLY, True
@@ -27,6 +29,11 @@ def xla_attention() -> Iterator[None]:
         yield
     finally:
         _XLA_ATTENTION_ONLY = before
+
+
+def xla_kernels_only() -> bool:
+    """True inside ``xla_attention()``: trace XLA's own kernels, no GPU-only substitute (Lab 02)."""
+    return _XLA_ATTENTION_ONLY
 
 
 def jax_attention_implementation(dtype: Any) -> str | None:
@@ -40,7 +47,7 @@ def jax_attention_implementation(dtype: Any) -> str | None:
     import jax
     import jax.numpy as jnp
 
-    if _XLA_ATTENTION_ONLY or jax.default_backend() != "gpu":
+    if xla_kernels_only() or jax.default_backend() != "gpu":
         return None
     if jnp.dtype(dtype) not in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16)):
         return None
