@@ -35,6 +35,27 @@ class OptConfig:
     eps: float = 1e-8
     weight_decay: float = 0.1  # decoupled; on 2-D weights only (not LayerNorm)
     clip: float = 1.0  # max global gradient L2 norm
+    warmup_steps: int = 0  # linear warm-up of the lr over this many updates (warmup_lr); 0: a constant lr
+
+    def __post_init__(self) -> None:
+        w = self.warmup_steps
+        if isinstance(w, bool) or not isinstance(w, int) or w < 0:
+            raise ValueError(f"warmup_steps must be an int >= 0 (0: no warm-up), got {w!r}")
+
+
+def warmup_lr(opt: OptConfig, update: Any) -> Any:
+    """The lr of update ``update`` (0-based): opt.lr x min(1, (update + 1) / warmup_steps) (Lab 02).
+
+    One formula for both frameworks: optax calls it with its update count (a traced int), torch's
+    trainer with a Python int. The first update already moves the weights (lr / warmup_steps).
+    """
+    if opt.warmup_steps == 0:
+        return opt.lr
+    if isinstance(update, int):  # torch: the trainer's own count
+        return opt.lr * min(1.0, (update + 1) / opt.warmup_steps)
+    import jax.numpy as jnp
+
+    return opt.lr * jnp.minimum(1.0, (update + 1) / opt.warmup_steps)  # optax: its traced count
 
 
 def _check_dtype(dtype: str) -> None:
@@ -55,7 +76,8 @@ def jax_optimizer(opt: OptConfig) -> Any:
     decay_mask = lambda params: jax.tree.map(lambda p: p.ndim == 2, params)  # noqa: E731
     return optax.chain(
         optax.clip_by_global_norm(opt.clip),
-        optax.adamw(opt.lr, b1=opt.betas[0], b2=opt.betas[1], eps=opt.eps,
+        optax.adamw(opt.lr if opt.warmup_steps == 0 else lambda count: warmup_lr(opt, count),
+                    b1=opt.betas[0], b2=opt.betas[1], eps=opt.eps,
                     weight_decay=opt.weight_decay, mask=decay_mask),
     )
 
@@ -191,8 +213,9 @@ class TorchTrainer:
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
         self.model = model.to(self.device)
         self.cfg: GPTConfig = model.cfg
-        self.dtype, self.compiled, self.clip = dtype, compile, opt.clip
+        self.dtype, self.compiled, self.clip, self.opt = dtype, compile, opt.clip, opt
         self.optimizer = torch_optimizer(self.model, opt)
+        self.updates = 0  # optimizer steps taken: the warm-up's position
         self.forward: Callable[[Any], Any] = torch.compile(self.model) if compile else self.model
 
         def loss_fn(x: Any, y: Any) -> Any:
@@ -209,7 +232,11 @@ class TorchTrainer:
         loss = self.loss_fn(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)  # no host sync
+        if self.opt.warmup_steps:  # a Python float per group: no recompile, no sync
+            for group in self.optimizer.param_groups:
+                group["lr"] = warmup_lr(self.opt, self.updates)
         self.optimizer.step()
+        self.updates += 1
         self.optimizer.zero_grad(set_to_none=True)
         return loss.detach()  # on CUDA still queued: a timer must synchronize
 

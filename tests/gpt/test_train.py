@@ -12,7 +12,7 @@ from labkit.gpt import data
 from labkit.gpt.torch_model import TorchGPT
 from labkit.gpt.convert import flat_params_numpy, load_flat_params, torch_to_flax
 from labkit.gpt.config import get_config
-from labkit.gpt.train import JaxTrainer, OptConfig, TorchTrainer, generate
+from labkit.gpt.train import JaxTrainer, OptConfig, TorchTrainer, generate, warmup_lr
 
 CFG = get_config("test")
 OPT = OptConfig(lr=3e-3)
@@ -55,6 +55,41 @@ def test_jax_and_torch_agree_step_by_step(trained: dict) -> None:
     assert np.abs(trained["jax"] - trained["torch"]).max() < LOSS_TOL
     pj, pt = trained["params_jax"], trained["params_torch"]
     assert max(np.abs(pj[k] - pt[k]).max() for k in pj) < 1e-3
+
+
+def test_warmup_lr_is_one_formula_for_both_frameworks() -> None:
+    opt = OptConfig(lr=1e-3, warmup_steps=4)
+    want = [2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 1e-3]  # update 0 already moves the weights: lr / warmup_steps
+    assert [warmup_lr(opt, i) for i in range(6)] == pytest.approx(want, rel=1e-12)  # torch's Python count
+    assert [float(warmup_lr(opt, jnp.int32(i))) for i in range(6)] == pytest.approx(want, rel=1e-6)  # optax's count
+    assert warmup_lr(OptConfig(lr=3e-3), 0) == 3e-3  # no warm-up: the constant lr
+    for bad in (-1, 2.5, True, "10"):
+        with pytest.raises(ValueError, match="warmup_steps must be an int >= 0"):
+            OptConfig(warmup_steps=bad)  # type: ignore[arg-type]
+
+
+def test_warmup_scales_the_first_update_in_both_frameworks(init: dict, batches: list) -> None:
+    # AdamW's update is lr x (its direction + decay x weight): with a warm-up of W steps the first update is
+    # exactly 1/W of the constant-lr one, in JAX and in torch; and both frameworks still agree step by step.
+    x, y = batches[0]
+    w = 4
+    first = {}
+    for warm in (0, w):
+        opt = OptConfig(lr=3e-3, warmup_steps=warm)
+        jt = JaxTrainer(torch_to_flax(init, CFG), opt)
+        tt = TorchTrainer(load_flat_params(TorchGPT(CFG), init), opt)
+        lj = [float(jt.step(jnp.asarray(a), jnp.asarray(b))) for a, b in batches[:6]]
+        lt = [float(tt.step(data.to_torch(a), data.to_torch(b))) for a, b in batches[:6]]
+        assert np.abs(np.array(lj) - np.array(lt)).max() < LOSS_TOL, (warm, lj, lt)
+        one_j = JaxTrainer(torch_to_flax(init, CFG), opt)
+        one_j.step(jnp.asarray(x), jnp.asarray(y))
+        one_t = TorchTrainer(load_flat_params(TorchGPT(CFG), init), opt)
+        one_t.step(data.to_torch(x), data.to_torch(y))
+        first[warm] = {"jax": flat_params_numpy(one_j.model()), "torch": flat_params_numpy(one_t.model)}
+    for fw in ("jax", "torch"):
+        for k, p0 in init.items():
+            np.testing.assert_allclose(first[w][fw][k] - p0, (first[0][fw][k] - p0) / w, rtol=2e-3, atol=1e-8,
+                                       err_msg=f"{fw} {k}")
 
 
 def test_bf16_steps_run_close_to_fp32(init: dict, batches: list) -> None:
