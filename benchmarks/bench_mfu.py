@@ -56,14 +56,15 @@ def _timing(t: bench.Timing, flops_per_step: float, tokens: int, peaks: dict[str
     return out
 
 
-def _jax_device_time(jt: Any, batch: Any, step_s: float, matmul_flops: float, peak: mfu.Peak) -> dict[str, Any]:
+def _jax_device_time(jt: Any, batch: Any, step_s: float, matmul_flops: float, peak: mfu.Peak,
+                     skipped_flops: float) -> dict[str, Any]:
     """Trace three Flax steps and say where their device time went (issue 15: what limits the Flax step)."""
     try:
         b = xla_breakdown.trace_trainer(jt, *batch, steps=3)
     except Exception as e:  # noqa: BLE001 -- a profiler that cannot start (no CUPTI) must not lose the timings
         print(f"device-time breakdown skipped: {type(e).__name__}: {e}")
         return {"error": f"{type(e).__name__}: {e}"}
-    out = xla_breakdown.report(b, step_s, matmul_flops, peak.flops, peak.label())
+    out = xla_breakdown.report(b, step_s, matmul_flops, peak.flops, peak.label(), skipped_flops)
     print(out["limited_by"])
     return out
 
@@ -124,8 +125,9 @@ def main() -> None:
     xla = flops.xla_count(jt.lower(*jb[0], xla_attention=True))  # cuDNN attention hides its dots
     t_jax = steptime.time_step(jt, jb, prof["repeats"])  # Lab 02's step timer: same warm-up, median
     print(t_jax)
+    skipped = flops.attention_flops_per_token(cfg, seq, causal=True) * batch * seq  # a causal flash kernel's
     device_time = None if args.no_breakdown else _jax_device_time(jt, jb[0], t_jax.median_s, xla.matmul_flops,
-                                                                  peaks["measured"])
+                                                                  peaks["measured"], skipped)
 
     tt = TorchTrainer(load_flat_params(TorchGPT(cfg), init), opt, dtype=dtype, compile=compile_torch, device=tdev)
     tb = steptime.step_batches(tt, train, batch, seq)

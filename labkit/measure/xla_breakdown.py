@@ -354,15 +354,20 @@ def summary(b: XlaBreakdown, step_s: float) -> dict[str, Any]:
 
 
 def report(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: float | None,
-           peak_name: str = "") -> dict[str, Any]:
+           peak_name: str = "", skipped_flops: float = 0.0) -> dict[str, Any]:
     """A benchmark's JSON entry: :func:`summary`, the top ops and :func:`limited_by`'s sentence (bench_mfu, Lab 02)."""
     return {**summary(b, step_s), "top_ops": b.top_ops(),
-            "limited_by": limited_by(b, step_s, matmul_flops, peak_flops, peak_name)}
+            "limited_by": limited_by(b, step_s, matmul_flops, peak_flops, peak_name, skipped_flops)}
 
 
 def limited_by(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: float | None,
-               peak_name: str = "") -> str:
-    """One sentence: where the step's time went and how fast its matmuls ran against the named peak (bench_mfu, Lab 02)."""
+               peak_name: str = "", skipped_flops: float = 0.0) -> str:
+    """One sentence: where the step's time went and how fast its matmuls ran against the named peak (bench_mfu, Lab 02).
+
+    ``skipped_flops``: the part of ``matmul_flops`` a fused causal attention kernel does not do (the masked
+    half of 12·L·H·Q·T, ``flops.attention_flops_per_token(causal=True)`` x tokens); where cuDNN's kernel ran,
+    the rate without it is printed too: counted FLOPs in the kernels' time can beat a measured peak.
+    """
     per = b.per_step_ms()
     busy_ms, step_ms = b.ms_per_step, step_s * 1e3
     mm_ms = b.matmul_share * busy_ms
@@ -372,11 +377,15 @@ def limited_by(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: 
     vs_peak = ""
     if peak_flops:  # a Peak.label() names its own figure; without a name, say the figure
         vs_peak = f" ({rate / peak_flops:.0%} of {peak_name or f'the {peak_flops / 1e12:.3g} TFLOP/s peak'})"
+    if skipped_flops and per.get(ATTENTION, 0) > 0 and mm_ms > 0:  # a flash kernel skips the masked tiles
+        vs_peak += (f", {(matmul_flops - skipped_flops) / (mm_ms / 1e3) / 1e12:.3g} TFLOP/s without causal "
+                    "attention's masked half, which the fused kernel skips")
     unknown = f"; {b.unknown_ns / 1e6 / b.steps:.1f} ms in ops the HLO text does not name" if b.unknown_ns else ""
     if any(op.startswith("command_buffer") and op not in b.ops for op in b.by_op_ns):  # CUDA graphs: see for_trace
         unknown += " (XLA command buffers: their kernels carry no HLO op; trace a copy compiled without them)"
-    # Above the step by more than timing noise, the summed op time means ops overlapped.
-    overlap = " (ops ran at once: XLA's CPU threads, or several GPU streams)" if busy_ms > 1.05 * step_ms else ""
+    # Above the step by more than timing noise: ops overlapped, or the traced steps ran slower than the timed one.
+    overlap = (" (ops ran at once: XLA's CPU threads or several GPU streams; or the traced steps ran slower than "
+               "the timed one)") if busy_ms > 1.05 * step_ms else ""
     return (f"{step_ms:.1f} ms/step: matmul + attention ops {mm_ms:.1f} ms at {rate / 1e12:.3g} TFLOP/s"
             f"{vs_peak}; other ops {busy_ms - mm_ms:.1f} ms ({top}){unknown}; summed op time {busy_ms:.1f} ms "
             f"= {busy_ms / step_ms:.0%} of the step{overlap}")

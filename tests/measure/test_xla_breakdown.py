@@ -181,6 +181,10 @@ def test_limited_by_states_the_matmul_rate_from_its_kernel_time() -> None:
     assert "ops ran at once" not in xb.limited_by(b, step_s=0.0195, matmul_flops=15e12, peak_flops=2000e12)  # 103%: noise
     b2 = xb.attribute([("cublas-lt-matmul.2", 10e6), ("not-in-hlo.1", 2e6)], ops, 1)
     assert "; 2.0 ms in ops the HLO text does not name;" in xb.limited_by(b2, 0.02, 1e12, None)
+    # cuDNN's causal kernel skips the masked half of the attention FLOPs the count includes: 3 of the 15 TFLOP.
+    skipped = xb.limited_by(b, 0.025, 15e12, 2000e12, skipped_flops=3e12)
+    assert "(50% of the 2e+03 TFLOP/s peak), 800 TFLOP/s without causal attention's masked half" in skipped
+    assert "masked half" not in xb.limited_by(b2, 0.02, 1e12, None, skipped_flops=3e11)  # no fused kernel ran
     s = xb.summary(b, 0.025)
     assert s["busy_ms_per_step"] == 20.0 and s["busy_over_step"] == 0.8
 
