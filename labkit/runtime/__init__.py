@@ -20,4 +20,5 @@ Modules:
 - ``compile_options`` XLA options that differ by backend (CPU drops optimization barriers early)
 - ``matmul_precision`` torch's fp32 matmul level on every device, torch-xla's own switch included
 - ``attention``   which attention kernel JAX models trace (cuDNN's fused one, or XLA's for FLOP counting)
+- ``embedding``   how JAX models sum the embedding's gradient (a one-hot matmul on a GPU, else XLA's scatter)
 """
