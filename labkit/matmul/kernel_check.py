@@ -25,6 +25,10 @@ from labkit.measure.bench import Timing, time_jax, time_torch
 # usual error, 10x below a bf16 accumulator's) decides there.
 SLACK = 1.15                                          # kernel error / library error a correct kernel stays under
 FLOOR = {"fp32": 1e-5, "bf16": 5e-5, "fp16": 1e-5}    # max |C - A@B| / max |A@B| always allowed
+# Kernel and library are timed alike, calls back to back (bench.time_fn's calls=None, as every other timing in
+# the course): one call and a sync per repeat would add the sync's round trip, ~10-100 us, to a 4096^3 matmul's
+# ~200 us on a GPU, and the faster side would lose more of its speed to it than the slower.
+CALLS: int | None = None  # time_fn's calls: None = enough back-to-back calls for its window
 
 
 def error_bound(library_err: float, dtype: str) -> float:
@@ -119,12 +123,20 @@ class SpeedVsLibrary:
         return self.library.rate(self.flops) / 1e12
 
 
-def speed_vs_library(kernel: Callable[..., Any], library: Callable[..., Any], inputs: tuple[Any, Any], *,
-                     flops: float, repeats: int) -> SpeedVsLibrary:
-    """(Lab 01) Time `kernel` and `library` on the same (A, B): torch tensors on their device, else JAX."""
+def _time(fn: Callable[..., Any], inputs: tuple[Any, Any], repeats: int) -> Timing:
+    """`fn(A, B)` on the same operands every repeat, calls back to back: torch tensors on their device, else JAX."""
     make = lambda i: inputs  # noqa: E731  the same operands every repeat: a fair comparison
     if hasattr(inputs[0], "detach"):  # torch: synchronise the tensors' own device
-        dev = inputs[0].device
-        return SpeedVsLibrary(time_torch(kernel, make, device=dev, repeats=repeats),
-                              time_torch(library, make, device=dev, repeats=repeats), flops)
-    return SpeedVsLibrary(time_jax(kernel, make, repeats=repeats), time_jax(library, make, repeats=repeats), flops)
+        return time_torch(fn, make, device=inputs[0].device, repeats=repeats, calls=CALLS)
+    return time_jax(fn, make, repeats=repeats, calls=CALLS)
+
+
+def speed_vs_library(kernel: Callable[..., Any], library: Callable[..., Any], inputs: tuple[Any, Any], *,
+                     flops: float, repeats: int) -> SpeedVsLibrary:
+    """(Lab 01) Time `kernel` and `library` on the same (A, B), both back to back: torch tensors, else JAX."""
+    return SpeedVsLibrary(_time(kernel, inputs, repeats), _time(library, inputs, repeats), flops)
+
+
+def back_to_back_timer(inputs: tuple[Any, Any], *, repeats: int) -> Callable[[Callable[..., Any]], float]:
+    """(Lab 01) ``timer(fn) -> median s per call`` of fn(A, B), timed as `speed_vs_library` times both sides."""
+    return lambda fn: _time(fn, inputs, repeats).median_s

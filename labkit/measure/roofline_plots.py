@@ -34,6 +34,11 @@ def describe_bound(kind: str, of_roof: float) -> str:
     return f"{kind}-bound"
 
 
+def percent(share: float) -> str:
+    """(Lab 00) A share as a percent: whole percents from 10%, two significant digits below ("0.094%", not "0%")."""
+    return f"{share:.0%}" if share >= 0.1 else f"{100 * share:.2g}%"
+
+
 def square_size(p: OpPoint) -> int:
     """(Lab 00) n of a square "matmul n x n x n" point."""
     return int(p.name.split()[1].split("x")[0])
@@ -53,12 +58,16 @@ def plot_matmul_sweep(sweeps: Mapping[tuple[str, str], Sequence[OpPoint]], chip:
     ax.set_ylabel("TFLOP/s (median repeat)")
     pts = [p for ps in sweeps.values() for p in ps]
     best = max(pts, key=lambda p: p.flops_per_s)
-    small = min(pts, key=square_size)
-    small_best = max((p for p in pts if square_size(p) == square_size(small)), key=lambda p: p.flops_per_s)
-    noisy = [f"n={square_size(p)}" for p in ([small_best] if small_best is best else [small_best, best]) if p.timing.noisy]
-    ax.set_title(f"{chip}: n={square_size(small)} reaches {small_best.flops_per_s / best.flops_per_s:.0%} "
-                 f"of the best ({best.framework} {best.dtype}, n={square_size(best)})"
-                 + (f"; {' and '.join(noisy)} noisy: rerun" if noisy else ""))
+    n_small = min(square_size(p) for p in pts)
+    small: dict[str, OpPoint] = {}  # framework -> its fastest point at the smallest size (any dtype), in the sweeps' order
+    for p in (p for p in pts if square_size(p) == n_small):
+        if p.framework not in small or p.flops_per_s > small[p.framework].flops_per_s:
+            small[p.framework] = p
+    shares = ", ".join(f"{percent(p.flops_per_s / best.flops_per_s)} ({fw})" for fw, p in small.items())
+    named = [*small.values()] + ([] if any(p is best for p in small.values()) else [best])
+    noisy = [f"{p.framework} n={square_size(p)}" for p in named if p.timing.noisy]
+    ax.set_title(f"{chip}: n={n_small} reaches {shares}\nof the best ({best.framework} {best.dtype}, "
+                 f"n={square_size(best)})" + (f"; {' and '.join(noisy)} noisy: rerun" if noisy else ""), fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -68,7 +77,8 @@ def plot_roofline(peak_flops: float, bandwidth: float, ops: Sequence[OpPoint] = 
                   spec_peak_flops: float | None = None, spec_bandwidth: float | None = None,
                   chip: str = "", overhead_s: float = 0.0, ax: Any = None) -> Any:
     """Log-log roofline: measured ceiling, spec ceiling (dashed), ops as points; title = how many ops each bound limits (Lab 00)."""
-    ax = ax or plt.subplots(figsize=(7, 4.5))[1]
+    own = ax is None
+    ax = ax or plt.subplots(figsize=(7, 5.5))[1]
     lo = min([0.05] + [p.intensity / 3 for p in ops])
     hi = max([ridge_point(peak_flops, bandwidth) * 30] + [p.intensity * 3 for p in ops])
     x = np.logspace(np.log10(lo), np.log10(hi), 200)
@@ -89,8 +99,11 @@ def plot_roofline(peak_flops: float, bandwidth: float, ops: Sequence[OpPoint] = 
     # Counts only: the legend names each op's bound (a title listing them was wider than the axes).
     ax.set_title((f"{chip}: " if chip else "") + ", ".join(f"{len(v)} {k}" for k, v in groups.items()),
                  fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
+    # Below the axes: inside, the legend covered points (the small matmul's, the lesson, sat under it).
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
     ax.grid(True, which="both", alpha=0.2)
+    if own:  # a figure this function made: make room for the legend (a caller's axes keep their layout)
+        ax.figure.tight_layout()
     return ax
 
 

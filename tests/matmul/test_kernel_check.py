@@ -61,6 +61,29 @@ def test_speed_vs_library_times_torch_and_jax_inputs():
     assert len(vs.kernel.times_s) == 2 and vs.kernel_tflops > 0
 
 
+
+def test_kernel_and_library_are_both_timed_back_to_back(monkeypatch):
+    """calls=1 (one call and a sync per repeat) timed cuBLAS at 619 TFLOP/s where back to back it ran ~717 (H100)."""
+    seen = []
+
+    def fake(fw):
+        def timer(fn, make, *, repeats, calls=1, **kw):  # bench's default is calls=1: the helper must override it
+            seen.append((fw, fn, calls))
+            return Timing((1e-3,) * repeats, 1)
+        return timer
+
+    monkeypatch.setattr(kc, "time_torch", fake("torch"))
+    monkeypatch.setattr(kc, "time_jax", fake("jax"))
+    torch = pytest.importorskip("torch")
+    kernel, library = (lambda a, b: a @ b), torch.matmul
+    ta = kc.torch_operands(8, 8, 8, "fp32", torch.device("cpu"))
+    kc.speed_vs_library(kernel, library, ta, flops=2 * 8 ** 3, repeats=3)
+    assert kc.back_to_back_timer(ta, repeats=3)(kernel) == 1e-3  # the tuning helper's timer: median s per call
+    kc.speed_vs_library(kernel, library, (np.ones((8, 8)), np.ones((8, 8))), flops=2 * 8 ** 3, repeats=3)
+    assert [(fw, fn) for fw, fn, _ in seen] == [("torch", kernel), ("torch", library), ("torch", kernel),
+                                                 ("jax", kernel), ("jax", library)]
+    assert kc.CALLS is None and all(calls is None for *_, calls in seen), seen
+
 def _blocked_bf16(a, b, bk: int, *, bf16_acc: bool = False, truncate: bool = False) -> np.ndarray:
     """A numpy emulation of the lab's blocked kernel: fp32 products per K block, then one output cast."""
     ml_dtypes = pytest.importorskip("ml_dtypes")

@@ -25,17 +25,20 @@ def _matmul(n: int, seconds: float, fw: str = "jax", dtype: str = "bf16") -> roo
                             roofline.matmul_bytes(n, n, n, 2), Timing((seconds,) * 3, 1))
 
 
-def test_matmul_sweep_title_compares_smallest_with_best() -> None:
-    # 2 * 1024^3 FLOP in 1 ms = 2.15 TFLOP/s; 2 * 256^3 in 0.1 ms = 0.34 TFLOP/s -> 16%
-    sweeps = {("jax", "bf16"): [_matmul(256, 1e-4), _matmul(1024, 1e-3)], ("torch", "bf16"): [_matmul(256, 2e-4, "torch")]}
+def test_matmul_sweep_title_compares_each_frameworks_smallest_with_best() -> None:
+    # 2 * 1024^3 FLOP in 1 ms = 2.15 TFLOP/s; 2 * 256^3 in 0.1 ms = 0.34 TFLOP/s -> 16%; torch's in 0.2 ms -> 7.8%
+    sweeps = {("jax", "bf16"): [_matmul(256, 1e-4), _matmul(1024, 1e-3)],
+              ("torch", "bf16"): [_matmul(256, 2e-4, "torch")],
+              ("torch", "fp32"): [_matmul(256, 4e-4, "torch", "fp32")]}  # torch's slower dtype: not its figure
     ax = roofline_plots.plot_matmul_sweep(sweeps, "chip X", 4e12, "bf16").axes[0]
-    assert ax.get_title() == "chip X: n=256 reaches 16% of the best (jax bf16, n=1024)"
+    assert ax.get_title() == "chip X: n=256 reaches 16% (jax), 7.8% (torch)\nof the best (jax bf16, n=1024)"
     noisy = roofline.OpPoint("matmul 256x256x256", "jax", "bf16", roofline.matmul_flops(256, 256, 256),
                              roofline.matmul_bytes(256, 256, 256, 2), Timing((5e-5, 1e-4, 2e-4), 1))  # IQR/median 0.75
     sweeps[("jax", "bf16")][0] = noisy
     title = roofline_plots.plot_matmul_sweep(sweeps, "chip X", 4e12, "bf16").axes[0].get_title()
-    assert title == "chip X: n=256 reaches 16% of the best (jax bf16, n=1024); n=256 noisy: rerun"
-    assert len(ax.get_lines()) == 3  # two sweeps and the spec line
+    assert title == ("chip X: n=256 reaches 16% (jax), 7.8% (torch)\n"
+                     "of the best (jax bf16, n=1024); jax n=256 noisy: rerun")
+    assert len(ax.get_lines()) == 4  # three sweeps and the spec line
     assert ax.get_lines()[-1].get_ydata()[0] == pytest.approx(4.0)  # TFLOP/s
 
 
@@ -62,6 +65,27 @@ def test_roofline_draws_ceiling_and_titles_each_ops_bound() -> None:
         with pytest.raises(ValueError, match="kind must be one of|of_roof must be a finite share"):
             roofline_plots.describe_bound(kind, share)
     assert ax.get_xscale() == "log"
+
+
+def test_percent_keeps_a_tiny_share_readable() -> None:
+    assert roofline_plots.percent(0.0009252) == "0.093%"  # a 256^3 matmul's share of an H100's best: not "0%"
+    assert roofline_plots.percent(0.078) == "7.8%" and roofline_plots.percent(0.82) == "82%"
+    assert roofline_plots.percent(0.0) == "0%"
+
+
+def test_roofline_legend_sits_below_the_axes_clear_of_every_point() -> None:
+    # An H100's five ops: the legend inside the axes (lower right) hid the 256^3 matmul, the overhead-bound point.
+    ops = [_matmul(8192, 1.478e-3), _matmul(256, 4.88e-5),
+           roofline.OpPoint("elementwise add", "jax", "fp32", 2.7e8, 3.2e9, Timing((1.07e-3,) * 3, 1))]
+    ax = roofline_plots.plot_roofline(7.4e14, 3.05e12, ops, 9.89e14, 3.35e12, chip="chip X", overhead_s=3.96e-5)
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legend, axes = ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)
+    assert legend.y1 < axes.y0  # wholly below the axes: it covers no point
+    assert legend.y0 >= 0 and legend.x0 >= 0 and legend.x1 <= fig.bbox.x1  # and inside the figure
+    mine = plt.subplots()[1]  # a caller's axes: drawn on, its figure's layout left alone
+    assert roofline_plots.plot_roofline(7.4e14, 3.05e12, ops, ax=mine) is mine
 
 
 def test_measured_vs_spec_title_gives_ratios() -> None:
