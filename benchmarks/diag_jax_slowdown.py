@@ -15,7 +15,9 @@ after each event:
 - ``new_shape``: the same trainer compiled and timed at batch 4 (section 5's sweep).
 
 With each timing it records the GPU's SM clock, power and temperature (``pynvml``, where present) and both
-allocators' memory, so a slower step can be told apart from a slower chip. ``first_slow`` names the first
+allocators' memory, so a slower step can be told apart from a slower chip. Last, on a GPU, it times a copy of
+the step compiled without XLA's command buffers (CUDA graphs, which XLA updates when buffer addresses move):
+``no_command_buffers`` as fast as the baseline while the step itself stays slow points at them. ``first_slow`` names the first
 event after which the median is ``SLOW`` x the baseline's or more. Writes
 benchmarks/results/jax_slowdown_<device>_<host>.json.
 
@@ -76,6 +78,30 @@ def memory_state(tdev: Any) -> dict[str, Any]:
     return out
 
 
+def no_command_buffers(jt: Any, batches: list[Any], repeats: int) -> dict[str, Any] | None:
+    """Median ms of a copy of jt's step compiled without command buffers; None where XLA has none (Lab 02)."""
+    import jax
+
+    from labkit.measure.bench import time_jax
+    from labkit.runtime import compile_options
+
+    platform = jax.default_backend()
+    if not compile_options.traceable(platform):  # a CPU or TPU: no command buffers to turn off
+        return None
+    copy, taken = compile_options.compile_traceable(jt.lower(*batches[0]), platform)
+    state = [jt.params, jt.opt_state]
+
+    def step(x: Any, y: Any) -> Any:  # the copy donates the state it is given: keep the new one
+        state[0], state[1], loss = copy(state[0], state[1], x, y)
+        return loss
+
+    try:
+        t = time_jax(step, lambda i: batches[i % len(batches)], repeats=repeats, label="no command buffers")
+    finally:
+        jt.params, jt.opt_state = state
+    return {"median_ms": t.median_s * 1e3, "min_ms": t.min_s * 1e3, "spread": t.spread, "options_taken": taken}
+
+
 def main() -> None:
     """(Lab 02) Replay Lab 02's cells between its timing cell and its sweep, timing the JAX step after each."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -128,13 +154,16 @@ def main() -> None:
     after("peaks", peaks)
     after("remat", lambda: jt.lower(*jb[0], xla_attention=True, remat=True).as_text(dialect="hlo"))
     after("new_shape", new_shape)
+    copy = no_command_buffers(jt, jb, prof["repeats"])
+    if copy:
+        print(f"a copy compiled without command buffers: {copy['median_ms']:.3g} ms per step")
     base = rows[0]["median_ms"]
     first_slow = next((r["event"] for r in rows[1:] if r["median_ms"] >= SLOW * base), None)
     print(f"first event after which the JAX step ran {SLOW}x the baseline or slower: {first_slow or 'none'}")
     result = {"device": rt.chip, "platform": rt.platform, "host": socket.gethostname(),
               "date": time.strftime("%Y-%m-%d"), "profile": args.profile, "versions": versions.collect(),
               "model": prof["model"], "batch": prof["batch"], "seq": cfg.seq_len, "dtype": dtype, "slow": SLOW,
-              "rows": rows, "first_slow": first_slow}
+              "rows": rows, "first_slow": first_slow, "no_command_buffers": copy}
     out = args.out or default_path("jax_slowdown", rt.chip)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
