@@ -13,7 +13,11 @@ A block that is not a multiple of 128 wastes MXU rows and columns, the padding c
 
 Policy for shapes the blocks do not divide: a clear error (pad the operands yourself, or pick
 another block -- Lab 01's exercise does that). On a TPU the kernel is compiled by Mosaic; on
-CPU and GPU it runs in Pallas' interpret mode (slow: keep to a few hundred per dimension).
+CPU and GPU it runs in Pallas' interpret mode (slow: keep to a few hundred per dimension), because
+it is written for Mosaic TPU: a `pltpu.VMEM` scratch accumulator and `pltpu.CompilerParams`, which
+Pallas' GPU lowering (Triton or Mosaic GPU, picked by the compiler params' type) does not take.
+Interpret mode is no host-side emulator: Pallas turns the kernel into ordinary JAX ops (a loop over
+the grid whose step is the kernel's body) that XLA compiles for the default device (`interpret_note`).
 """
 from __future__ import annotations
 
@@ -31,6 +35,17 @@ MXU_ALIGN = 128  # TPU blocks: multiples of the 128 x 128 MXU (and of the (8, 12
 def on_tpu() -> bool:
     """(Lab 01) True when JAX's default backend is a TPU, i.e. the kernel can be compiled."""
     return jax.default_backend() == "tpu"
+
+
+def interpret_note(backend: str) -> str:
+    """(Lab 01) What interpret mode runs on `backend` (jax.default_backend()) and why the kernel is not compiled."""
+    device = {"gpu": "the GPU", "cpu": "the CPU"}.get(backend, f"the {backend} device")
+    return (f"interpret mode turns the kernel into ordinary JAX ops, a loop over the grid whose step is the "
+            f"kernel's body, which XLA compiles and runs on this machine's default device ({device}): a timing "
+            "would be that loop's, not the kernel's. It is not compiled here because it is written for Mosaic, "
+            "the TPU compiler: its accumulator is TPU VMEM scratch (pltpu.VMEM) and it passes "
+            "pltpu.CompilerParams, which Pallas' GPU backends (Triton, Mosaic GPU) do not take. "
+            "On a TPU it is compiled and timed")
 
 
 def check_blocks(M: int, K: int, N: int, bm: int, bn: int, bk: int, *, tpu: bool) -> None:

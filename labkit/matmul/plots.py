@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from labkit.matmul.sweep_rounds import Floor, on_floor
+from labkit.matmul.sweep_rounds import Floor
 from labkit.matmul.systolic import SimResult, activity_over_time
 
 # Which register a stationary dataflow holds and which one moves through it (OS holds sums only).
@@ -160,12 +160,15 @@ def plot_predicted_sweeps(curves: Mapping[tuple[str, str], np.ndarray], batch: n
 def plot_measured_sweeps(shapes: Mapping[str, Sequence[tuple[int, int, int]]],
                          measured: Mapping[tuple[str, str], np.ndarray],
                          modelled: Mapping[str, Mapping[str, np.ndarray]], *, chip: str, platform: str,
-                         floors: Mapping[str, Sequence[Floor]] | None = None) -> Figure:
+                         floors: Mapping[str, Sequence[Floor]] | None = None,
+                         kinds: Mapping[tuple[str, str], Sequence[str | None]] | None = None) -> Figure:
     """(Lab 01) Measured throughput of the batch and N sweeps against the models, each over its own best."""
     # shapes: sweep ("batch" | "N") -> [(M, N, K)]; measured: (framework, sweep) -> FLOP/s per shape;
     # modelled: sweep -> {model name: predicted fraction of peak per shape}. Only shapes are compared.
-    # floors: framework -> sweep_rounds.time_floors of its batch sweep: those points are marked, not read.
-    floors = floors or {}
+    # floors: framework -> sweep_rounds.time_floors of its batch sweep (the title names them); kinds:
+    # (framework, sweep) -> each size's floor kind or None (sweep_rounds.floor_kinds), else the points on
+    # `floors`: those points are marked, not read.
+    floors, kinds = floors or {}, dict(kinds or {})
     norm = lambda x: np.asarray(x) / np.max(x)  # noqa: E731  each curve over its own best point
     frameworks = list(dict.fromkeys(fw for fw, _ in measured))
     fig, axes = plt.subplots(1, len(shapes), figsize=(13, 4.3), sharey=True, squeeze=False)
@@ -174,11 +177,16 @@ def plot_measured_sweeps(shapes: Mapping[str, Sequence[tuple[int, int, int]]],
         for fw in frameworks:
             y = norm(measured[(fw, sweep)])
             line, = ax.plot(xs, y, "o-", lw=2, label=f"measured {fw} ({chip[:28]})")
-            flat = on_floor(floors.get(fw, ()), len(xs)) if sweep == "batch" else np.zeros(len(xs), bool)
+            if (fw, sweep) not in kinds and sweep == "batch":  # the points of the batch sweep's floors
+                kinds[(fw, sweep)] = [None] * len(xs)
+                for f in floors.get(fw, ()):
+                    kinds[(fw, sweep)][f.start:f.stop] = [f.kind] * (f.stop - f.start)
+            on = list(kinds.get((fw, sweep), [None] * len(xs)))
+            flat = np.array([k is not None for k in on])
             if flat.any():  # time per call flat over these sizes: a floor, so their FLOP/s say nothing of the shape
-                kinds = " + ".join(dict.fromkeys(f.kind for f in floors[fw]))
+                names = " + ".join(dict.fromkeys(k for k in on if k))
                 ax.plot(xs[flat], y[flat], "x", ms=11, mew=2.5, color=line.get_color(), zorder=3,
-                        label=f"{fw}: on a {kinds} (time per call flat)")
+                        label=f"{fw}: on a {names} (time per call flat)")
         for (name, y), style in zip(modelled[sweep].items(), ("s--", "^:", "v-.")):
             ax.plot(xs, norm(y), style, label=f"model: {name}")
         if sweep == "batch":

@@ -7,14 +7,16 @@ rounds alternate direction (forward, backward, ...) so a drift over a round hits
 and a ratio of two shapes is taken round by round: its spread across rounds is the noise to beat.
 
 Reading the sweep: `edge_verdict` names what one past a tile edge and the next aligned size show,
-`time_floors` finds the stretches whose time per call is flat (a floor, not a shape effect), and
-`expected_cliff` says where Lab 01 asserts a cliff on a GPU or a TPU.
+`time_floors` finds the stretches whose time per call is flat (a floor, not a shape effect),
+`floor_kinds` puts each size of any sweep on such a floor or not, `floor_reading` says what a ratio
+over an edge still tells when some of its sizes sit on one, and `expected_cliff` says where Lab 01
+asserts a cliff on a GPU or a TPU.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from numbers import Integral
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -116,6 +118,7 @@ class Floor:
     stop: int          # one past the last
     work_ratio: float  # work of the last size on it over the first's
     kind: str          # "memory floor" or "latency floor"
+    seconds: tuple[float, ...] = field(default=(), compare=False)  # the calls on it, s per call
 
     def describe(self) -> str:
         """(Lab 01) What the floor is, in the words the lab prints."""
@@ -123,7 +126,7 @@ class Floor:
 
 
 def time_floors(work: Sequence[float], seconds: Sequence[float], *, memory_s: Sequence[float] | None = None,
-                within: float = 2.0, min_work: float = 8.0, busy: float = 0.3) -> list[Floor]:
+                within: float = 2.0, min_work: float = 8.0, busy: float = 0.5) -> list[Floor]:
     """(Lab 01) Stretches of a sweep whose seconds per call stay within `within`x of each other over >= min_work x the work.
 
     There the time is a fixed cost per call (launch, threads starting or waiting on each other: a latency
@@ -133,7 +136,9 @@ def time_floors(work: Sequence[float], seconds: Sequence[float], *, memory_s: Se
     2x the time (4x the FLOP/s) is more than a noisy machine does to one point: a floor spans three sizes of
     a sweep in steps of 4. A size running above `busy` x the sweep's best FLOP/s is doing the work at speed,
     never a floor: on an H100, cuBLAS ran M = 512 in 1.4x M = 1's time at 0.91 of its best, and JAX's
-    M = 1024 and 1025 (the wave edge) near 48 and 61 µs at 0.9 of its best.
+    M = 1024 and 1025 (the wave edge) near 48 and 61 µs at 0.9 of its best. `busy` = 1 / `within`: on a
+    floor the work at the best rate takes at most half of each call, the floor at least half (an earlier
+    0.3 left out cuBLAS's M = 128 at 0.34 of its best, 17.7 µs a call beside 16.7 at M = 64).
     """
     work, seconds = np.asarray(work, float), np.asarray(seconds, float)  # FLOP per call, s per call
     if work.shape != seconds.shape or work.ndim != 1 or not len(work) or np.any(work <= 0) or np.any(seconds <= 0):
@@ -154,7 +159,8 @@ def time_floors(work: Sequence[float], seconds: Sequence[float], *, memory_s: Se
         ratio = float(work[stop - 1] / work[start])
         if ratio >= min_work:  # time that grows with the work is no floor
             memory = memory_s is not None and seconds[start] <= within * memory_s[start]
-            floors.append(Floor(start, stop, ratio, "memory floor" if memory else "latency floor"))
+            floors.append(Floor(start, stop, ratio, "memory floor" if memory else "latency floor",
+                                tuple(float(x) for x in seconds[start:stop])))
             start = stop
         else:
             start += 1
@@ -167,6 +173,83 @@ def on_floor(floors: Sequence[Floor], n: int) -> np.ndarray:
     for f in floors:
         mask[f.start:f.stop] = True
     return mask
+
+
+def floor_kinds(work: Sequence[float], seconds: Sequence[float], *, floors: Sequence[Floor] = (),
+                memory_s: Sequence[float] | None = None, within: float = 2.0, busy: float = 0.5) -> list[str | None]:
+    """(Lab 01) Each size's floor kind ("memory floor", "latency floor") or None: this sweep's and the joined ones.
+
+    First the floors `time_floors` finds in this sweep. Then a size off them joins a floor of the same
+    framework (`floors`, another sweep's, or this one's) by the tests that found it: a latency floor when
+    its call keeps that floor's calls within `within`x of each other (a fixed cost per call is the same
+    for every shape), a memory floor when its call is within `within`x of its own operands' read
+    (`memory_s`). Either only at most `busy` x this sweep's best FLOP/s. So an N sweep whose small sizes
+    span too little work to find a floor of their own (128 to 512: 4x) still gets the batch sweep's.
+    """
+    work, seconds = np.asarray(work, float), np.asarray(seconds, float)
+    own = time_floors(work, seconds, memory_s=memory_s, within=within, busy=busy)  # checks the input
+    kinds: list[str | None] = [None] * len(work)
+    for f in own:
+        kinds[f.start:f.stop] = [f.kind] * (f.stop - f.start)
+    rate = work / seconds  # FLOP/s
+
+    def joins(f: Floor, i: int) -> bool:
+        if f.kind == "memory floor":
+            return memory_s is not None and seconds[i] <= within * memory_s[i]
+        calls = (*f.seconds, seconds[i])
+        return bool(f.seconds) and max(calls) <= within * min(calls)
+
+    for i in np.flatnonzero(rate <= busy * rate.max()):
+        if kinds[i] is None:
+            kinds[i] = next((f.kind for f in (*own, *floors) if joins(f, int(i))), None)
+    return kinds
+
+
+def describe_floor(f: Floor, sizes: Sequence[int], seconds: Sequence[float],
+                   memory_s: Sequence[float] | None = None, name: str = "M") -> str:
+    """(Lab 01) A floor in the words Lab 01 prints: its kind, its ends' calls, and how much the operands' read explains.
+
+    `seconds`: the sweep's seconds per call; `memory_s`: each size's operands over the spec bandwidth (None:
+    no bandwidth to compare with, a CPU). A memory floor is named from half the call; the rest of each call
+    is the read running below spec bandwidth, or a fixed cost per call.
+    """
+    t = lambda s: f"{s * 1e3:.3g} ms" if s >= 1e-3 else f"{s * 1e6:.3g} us"  # noqa: E731
+    ends = (f"{t(seconds[f.start])} per call at {name} = {sizes[f.start]}, "
+            f"{t(seconds[f.stop - 1])} at {name} = {sizes[f.stop - 1]}")
+    read = "" if memory_s is None else "; the operands' read at spec bandwidth explains " + " and ".join(
+        f"{memory_s[i] / seconds[i]:.0%}" for i in dict.fromkeys((f.start, f.stop - 1))) + " of " + (
+        "those calls" if f.stop - f.start > 1 else "that call")
+    what = ("the rest: the read below spec bandwidth, or a fixed cost per call" if f.kind == "memory floor"
+            else "a fixed cost per call sets the time")
+    return f"{f.describe()}: {ends}{read} ({what}): no shape to read there"
+
+
+def floor_sizes(kinds: Sequence[str | None], sizes: Sequence[int], skip: Sequence[Floor] = ()) -> dict[str, list[int]]:
+    """(Lab 01) The sizes on each kind of floor, {kind: sizes}, leaving out those on `skip` (floors already named)."""
+    named = {i for f in skip for i in range(f.start, f.stop)}
+    out: dict[str, list[int]] = {}
+    for i, (k, size) in enumerate(zip(kinds, sizes, strict=True)):
+        if k and i not in named:
+            out.setdefault(k, []).append(size)
+    return out
+
+
+def floor_reading(kinds: Mapping[str, str | None], edge: str) -> tuple[bool, str]:
+    """(Lab 01) Whether ratios over the size `edge` can be read, and a note saying why, when sizes sit on floors.
+
+    `kinds` maps each size's printed name ("N=129"; the edge among them) to its floor kind or None. A size
+    on a floor took the floor's time, not its kernel's: a ratio with it on top says nothing of the shape.
+    The edge alone on one only hides how fast its own kernel is: the others keep *at most* what their
+    ratios say, so a cliff still reads as one.
+    """
+    if edge not in kinds:
+        raise ValueError(f"edge must be one of the sizes named in kinds {sorted(kinds)}, got {edge!r}")
+    on = {name: k for name, k in kinds.items() if k}
+    if not on:
+        return True, ""
+    if set(on) == {edge}:
+        return True, f" ({edge} on a {on[edge]}: an upper bound, its own kernel may be faster)"
+    return False, f"{', '.join(on)} on a {' and a '.join(dict.fromkeys(on.values()))}: no shape to read there"
 
 
 def expected_cliff(platform: str, framework: str, edge: int, base: int, chip: Any = None) -> float | None:

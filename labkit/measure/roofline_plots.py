@@ -11,8 +11,9 @@ from typing import Any, Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from labkit.measure.roofline import OpPoint, attainable, bound_by, ridge_point
+from labkit.measure.roofline import OVERHEAD_FACTOR, OpPoint, attainable, bound_by, ridge_point
 
 
 REACHED = 0.3  # an op under 30% of the roof over it is limited by something the roofline does not draw
@@ -44,6 +45,38 @@ def square_size(p: OpPoint) -> int:
     return int(p.name.split()[1].split("x")[0])
 
 
+def describe_past_ridge(points: Sequence[tuple[str, OpPoint]], peak_flops: float, bandwidth: float,
+                        overhead_s: Mapping[str, float]) -> list[str]:
+    """(Lab 00) Lines naming the sweep's matmuls right of the ridge by bound_by's class, with their share of the peak.
+
+    ``points``: (framework, point) pairs; ``overhead_s``: the fixed cost of one call per framework, in seconds
+    (Lab 00 times JAX's): the rule that classes the roofline's ops. A framework without one is classed by its
+    intensity alone. Past the ridge a matmul's ceiling is the peak: its share of the peak is its share of its ceiling.
+    """
+    kinds = [bound_by(p.flops, p.bytes, peak_flops, bandwidth, overhead_s.get(fw, 0.0), p.timing.median_s)
+             for fw, p in points]
+    groups: dict[str, list[str]] = {}
+    for (fw, p), kind in zip(points, kinds):
+        cost = overhead_s.get(fw, 0.0)
+        calls = (f" (its call {p.timing.median_s / cost:.2g}x the {cost * 1e6:.3g} µs fixed cost)"
+                 if kind in ("overhead", "kernel") else "")
+        groups.setdefault(kind, []).append(f"{fw} n={square_size(p)} {percent(p.flops_per_s / peak_flops)}{calls}")
+    why = {"overhead": "roofline time under a call's fixed cost, the call within "
+                       f"{OVERHEAD_FACTOR:g}x it: the fixed cost, not compute, is most of the time",
+           "kernel": "roofline time under a call's fixed cost, yet the call over "
+                     f"{OVERHEAD_FACTOR:g}x it: the kernel itself is slow at this size",
+           "compute": "where compute binds"}
+    lines = [f"{kind}-bound ({why.get(kind, kind)}): {', '.join(names)}" for kind, names in groups.items()]
+    shares = [p.flops_per_s / peak_flops for (_, p), kind in zip(points, kinds) if kind == "compute"]
+    if shares:
+        lines.append(f"the compute-bound ones reached {percent(min(shares))} to {percent(max(shares))} of the peak: "
+                     + ("past the ridge is where compute can bind, not where a matmul runs at peak"
+                        if min(shares) < 0.95 else "all within 5% of it"))
+    if untimed := sorted({fw for fw, _ in points} - set(overhead_s)):
+        lines.append(f"{', '.join(untimed)}: classed by intensity alone (no fixed cost per call timed for it here)")
+    return lines
+
+
 def plot_matmul_sweep(sweeps: Mapping[tuple[str, str], Sequence[OpPoint]], chip: str,
                       spec_peak_flops: float | None = None, spec_dtype: str = "") -> Figure:
     """Achieved TFLOP/s against square matmul size, per (framework, dtype); spec peak dotted (Lab 00)."""
@@ -54,8 +87,20 @@ def plot_matmul_sweep(sweeps: Mapping[tuple[str, str], Sequence[OpPoint]], chip:
     if spec_peak_flops:
         ax.axhline(spec_peak_flops / 1e12, color="k", ls=":", label=f"spec {spec_dtype} peak")
     ax.set_xscale("log", base=2)
+    ax.set_yscale("log")  # a linear axis flattened fp32's tens of TFLOP/s under bf16's hundreds
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 20, 50, 100, 200, ...: readable values
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ys = [p.flops_per_s / 1e12 for ps in sweeps.values() for p in ps]  # TFLOP/s, and the spec line's
+    ys += [spec_peak_flops / 1e12] if spec_peak_flops else []
+    lo, hi = min(ys) / 1.3, max(ys) * 1.3
+    if hi / lo < 5:  # at least 5x, so two of those ticks fall inside however close the curves are
+        mid = np.sqrt(lo * hi)
+        lo, hi = mid / np.sqrt(5), mid * np.sqrt(5)
+    ax.set_ylim(lo, hi)
     ax.set_xlabel("matrix size n  (n x n @ n x n)")
-    ax.set_ylabel("TFLOP/s (median repeat)")
+    ax.set_ylabel("TFLOP/s (median repeat, log scale)")
+    ax.grid(True, which="both", alpha=0.2)
     pts = [p for ps in sweeps.values() for p in ps]
     best = max(pts, key=lambda p: p.flops_per_s)
     n_small = min(square_size(p) for p in pts)

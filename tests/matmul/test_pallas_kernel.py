@@ -74,3 +74,26 @@ def test_pallas_lowers_to_mosaic_for_tpu_without_a_tpu():
         a, b = jax.ShapeDtypeStruct((256, 512), dtype), jax.ShapeDtypeStruct((512, 384), dtype)
         text = f.trace(a, b).lower(lowering_platforms=("tpu",)).as_text()
         assert "tpu_custom_call" in text
+
+
+def test_interpret_mode_is_ordinary_xla_ops_on_the_default_device() -> None:
+    # Lab 01 on an H100 said interpret mode "runs the kernel step by step on the host": Pallas lowers it to
+    # plain XLA ops (a while loop over the grid, dot_general and dynamic slices), no kernel custom call, and
+    # runs them on the default device: the GPU on a GPU runtime, the CPU here.
+    import inspect
+    import re
+
+    import jax
+
+    a, b = _jax_pair(256, 128, 128, "float32")
+    assert kp.matmul(a, b).devices() == {jax.devices()[0]}
+    hlo = kp._blocked.lower(a, b, bm=128, bn=128, bk=128, interpret=True).as_text()
+    ops = set(re.findall(r"stablehlo\.(\w+)", hlo))
+    assert {"while", "dot_general", "dynamic_slice"} <= ops and "custom_call" not in hlo
+    note = kp.interpret_note("gpu")
+    assert "default device (the GPU)" in note and "host" not in note and "step by step" not in note
+    assert "default device (the CPU)" in kp.interpret_note("cpu")
+    # The reason it gives for not compiling on a GPU is in the kernel's code: Mosaic TPU's scratch and params.
+    src = inspect.getsource(kp._blocked)
+    assert "pltpu.VMEM(" in src and "pltpu.CompilerParams(" in src
+    assert "pltpu.VMEM" in note and "pltpu.CompilerParams" in note

@@ -186,3 +186,17 @@ def test_measured_sweeps_marks_a_floor_and_leaves_it_out_of_the_title():
     assert len(marks) == 1 and list(marks[0].get_xdata()) == [1, 4, 16]  # the floor's points, jax only
     assert marks[0].get_label() == "jax: on a latency floor (time per call flat)"
     assert not [ln for ln in fig.axes[1].lines if ln.get_marker() == "x"]  # the N sweep has no floor to mark
+
+
+def test_measured_sweeps_marks_the_n_sizes_on_a_floor() -> None:
+    # Lab 01 on an H100: JAX's small N sizes joined its batch sweep's latency floor; the N panel marks them.
+    shapes = {"batch": [(1, 8, 8), (4, 8, 8), (16, 8, 8)], "N": [(8, 4, 8), (8, 8, 8), (8, 16, 8)]}
+    measured = {(fw, sw): np.array([1.0, 2.0, 8.0]) for fw in ("jax", "torch") for sw in shapes}
+    kinds = {("jax", "N"): ["latency floor", "latency floor", None], ("jax", "batch"): ["latency floor", None, None],
+             ("torch", "N"): ["memory floor", None, None]}
+    modelled = {sw: {"GPU X": np.linspace(0.2, 0.4, 3)} for sw in shapes}
+    fig = plots.plot_measured_sweeps(shapes, measured, modelled, chip="Fake GPU", platform="gpu", kinds=kinds)
+    marks = lambda ax: {ln.get_label(): list(ln.get_xdata()) for ln in ax.lines if ln.get_marker() == "x"}  # noqa: E731
+    assert marks(fig.axes[1]) == {"jax: on a latency floor (time per call flat)": [4, 8],
+                                  "torch: on a memory floor (time per call flat)": [4]}
+    assert marks(fig.axes[0]) == {"jax: on a latency floor (time per call flat)": [1]}

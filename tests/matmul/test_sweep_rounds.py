@@ -161,3 +161,105 @@ def test_a_fast_size_is_never_on_a_floor() -> None:
     got = sr.time_floors(_work(ms, 4096), [48e-6, 38.9e-6, 48e-6, 61e-6])
     assert got == []  # M = 1 alone is slow: no stretch of 8x the work
     assert sr.time_floors(_work(ms, 4096), [48e-6, 38.9e-6, 48e-6, 61e-6], busy=1.0)[0].stop == 4  # the old reading
+
+
+# Lab 01 on the H100, 2026-11-27 (benchmarks/nvidia-h100-80gb-hbm3/2026-11-27/01_systolic_vs_cuda_cores.ipynb,
+# bf16, M = K = 4096): each N's FLOP/s over its framework's best in the N sweep, from what the run printed (its
+# worst / best, the "one past an edge" ratios and the N = edge + 8 verdicts) and, for the edges 256, 512, 1024,
+# 2048 and torch's 128, read off the run's figure.
+H100_N = [128, 129, 136, 256, 257, 264, 512, 513, 1024, 1025, 2048, 2049, 4096, 4097, 4104]
+JAX_N = dict(zip(H100_N, [0.0858, 0.0858 * 1.31, 0.0858 * 1.31, 0.159, 0.159 * 1.07, 0.159 * 0.93, 0.284,
+                          0.284 * 0.615, 0.918, 0.918 * 0.286, 0.966, 0.966 * 0.323, 1.0, 0.311, 0.95]))
+TORCH_N = dict(zip(H100_N, [0.32, 0.0688, 0.32 * 0.81, 0.527, 0.527 * 0.157, 0.527 * 0.87, 0.85, 0.85 * 0.13,
+                            0.96, 0.96 * 0.128, 1.0, 0.153, 0.888, 0.888 * 0.188, 0.888 * 0.95]))
+BEST = {"jax": 741e12, "torch": 757e12}  # FLOP/s, as printed
+# The same run's batch sweeps: JAX's latency floor as printed (46.2 us a call at M = 1, 65.3 us at M = 128,
+# "flat over 128x the work"); torch's calls, 18.8 us at M = 1 and 16.7 at M = 64 printed, the rest off the figure.
+JAX_FLOOR = sr.Floor(0, 8, 128.0, "latency floor", (46.2e-6, 65.3e-6))
+TORCH_M = [1, 64, 128, 256, 512, 1024, 2048, 4096]
+TORCH_M_S = [18.8e-6, 16.7e-6, 17.7e-6, 20.3e-6, 26.8e-6, 52.6e-6, 98.6e-6, 191.7e-6]
+
+
+def _n_sweep(of_best: dict, fw: str):
+    from labkit.matmul import simt
+
+    work = np.array([2 * 4096 * n * 4096 for n in H100_N], float)  # FLOP per call
+    mem = [simt.gemm_bytes(4096, n, 4096) / 3350e9 for n in H100_N]  # s: the operands at the spec bandwidth
+    return work, work / (np.array([of_best[n] for n in H100_N]) * BEST[fw]), mem
+
+
+def test_jax_small_n_sits_on_the_h100_batch_sweeps_latency_floor() -> None:
+    # Issue: 4096x128x4096 is 4.3 GFLOP, 5.8 us at the 741 TFLOP/s JAX reached at N = 4096, yet its call took
+    # 68 us: JAX's fixed cost per call. The run printed 129/128 at 1.31 and 513/512 at 0.615 as shape effects.
+    work, secs, mem = _n_sweep(JAX_N, "jax")
+    assert secs[0] == pytest.approx(67.5e-6, rel=0.01) and work[0] / BEST["jax"] == pytest.approx(5.8e-6, rel=0.01)
+    assert sr.time_floors(work, secs, memory_s=mem) == []  # 128 to 512 is 4x the work: too little for a floor
+    kinds = sr.floor_kinds(work, secs, floors=[JAX_FLOOR], memory_s=mem)
+    assert [n for n, k in zip(H100_N, kinds) if k] == [128, 129, 136, 256, 257, 264, 512]
+    assert set(kinds) == {"latency floor", None}  # never a memory floor: the read explains under 25% of a call
+    assert set(sr.floor_kinds(work, secs, memory_s=mem)) == {None}  # no batch floor to join: nothing
+    of_best = np.array([JAX_N[n] for n in H100_N])  # the notebook's "worst / best (floors left out)"
+    assert min(of_best[[k is None for k in kinds]]) == pytest.approx(0.175, abs=0.001)  # N = 513, not 128's 0.0858
+    on = dict(zip(H100_N, kinds))
+    reading = lambda edge, *ns: sr.floor_reading({f"N={n}": on[n] for n in (edge, *ns)}, f"N={edge}")  # noqa: E731
+    assert reading(128, 129, 136) == (False, "N=128, N=129, N=136 on a latency floor: no shape to read there")
+    assert reading(256, 257, 264)[0] is False
+    # 512 on the floor, 513 off it (133 us): 0.615 is only an upper bound on what 513 keeps.
+    assert reading(512, 513) == (True, " (N=512 on a latency floor: an upper bound, its own kernel may be faster)")
+    assert reading(4096, 4097, 4104) == (True, "")
+    assert sr.floor_sizes(kinds, H100_N) == {"latency floor": [128, 129, 136, 256, 257, 264, 512]}
+
+
+def test_torch_batch_floor_on_the_h100_reaches_m128_and_says_what_the_read_explains() -> None:
+    # Issue: torch at M = 128 took 17.7 us, as flat as M = 1 to 64 (16.7-18.8 us), at 0.34 of its best: a 0.3
+    # cutoff kept it off the floor. On a floor the work at the best rate takes at most half of each call.
+    from labkit.matmul import simt
+
+    work = [2 * m * 4096 * 4096 for m in TORCH_M]
+    mem = [simt.gemm_bytes(m, 4096, 4096) / 3350e9 for m in TORCH_M]
+    got = sr.time_floors(work, TORCH_M_S, memory_s=mem)
+    assert got == [sr.Floor(0, 3, 128.0, "memory floor")] and got[0].seconds == tuple(TORCH_M_S[:3])
+    assert sr.time_floors(work, TORCH_M_S, memory_s=mem, busy=0.3)[0].stop == 2  # the old cutoff: M = 64
+    # The 33.6 MB read takes 10.0 us at 3.35 TB/s: "reading the operands sets the time" overstated 53%.
+    assert sr.describe_floor(got[0], TORCH_M, TORCH_M_S, mem) == (
+        "memory floor (time per call flat over 128x the work): 18.8 us per call at M = 1, 17.7 us at M = 128; "
+        "the operands' read at spec bandwidth explains 53% and 60% of those calls (the rest: the read below "
+        "spec bandwidth, or a fixed cost per call): no shape to read there")
+    jax_line = sr.describe_floor(JAX_FLOOR, [1, 2, 4, 8, 16, 32, 64, 128], [46.2e-6] + [50e-6] * 6 + [65.3e-6])
+    assert jax_line == ("latency floor (time per call flat over 128x the work): 46.2 us per call at M = 1, "
+                        "65.3 us at M = 128 (a fixed cost per call sets the time): no shape to read there")
+
+
+def test_torch_n128_on_the_h100_is_a_memory_floor_and_the_cublas_cliff_still_reads() -> None:
+    # The same rule on torch's N sweep: N = 128 (17.7 us, the read 10.6 us) joins torch's memory floor, 129
+    # (83 us) and 136 (23 us) do not. The edge alone on a floor leaves upper bounds: the cliff and the lab's
+    # assertion stand, and the verdict the committed probe also gives (partial recovery).
+    from labkit.matmul import simt
+
+    work_m = [2 * m * 4096 * 4096 for m in TORCH_M]
+    floors = sr.time_floors(work_m, TORCH_M_S, memory_s=[simt.gemm_bytes(m, 4096, 4096) / 3350e9 for m in TORCH_M])
+    work, secs, mem = _n_sweep(TORCH_N, "torch")
+    kinds = sr.floor_kinds(work, secs, floors=floors, memory_s=mem)
+    assert [(n, k) for n, k in zip(H100_N, kinds) if k] == [(128, "memory floor")]
+    ok, note = sr.floor_reading({"N=128": kinds[0], "N=129": kinds[1], "N=136": kinds[2]}, "N=128")
+    assert ok and note.endswith("an upper bound, its own kernel may be faster)")
+    odd, aligned = sr.Ratio((0.215,)), sr.Ratio((0.81,))  # the run's medians over N = 128
+    assert sr.edge_verdict(odd, aligned, 0.1).startswith("partial recovery")
+    assert odd.median < sr.expected_cliff("gpu", "torch", 128, 4096)
+    # A latency floor is joined by its calls, a memory floor by each size's own read: none without a bandwidth.
+    assert set(sr.floor_kinds(work, secs, floors=floors)) == {None}
+
+
+def test_floor_kinds_joins_a_size_outside_the_stretch_and_checks_its_input() -> None:
+    # JAX's batch sweep on the H100: M = 512 took ~62 us at 0.38 of its best, within 2x of the floor's calls,
+    # but M = 256 (104 us) broke the stretch: it joins the floor; a fast size never does.
+    ms = [1, 4, 16, 64, 128, 256, 512, 1024]
+    secs = [46.2e-6, 47e-6, 48e-6, 50.4e-6, 65.3e-6, 104e-6, 61.7e-6, 46.8e-6]
+    kinds = sr.floor_kinds(_work(ms, 4096), secs)
+    assert kinds == ["latency floor"] * 5 + [None, "latency floor", None]
+    floors = sr.time_floors(_work(ms, 4096), secs)
+    assert sr.floor_sizes(kinds, ms, skip=floors) == {"latency floor": [512]}
+    with pytest.raises(ValueError, match="equally long lists"):
+        sr.floor_kinds([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="edge must be one of the sizes"):
+        sr.floor_reading({"N=129": None}, "N=128")

@@ -105,3 +105,61 @@ def test_chip_rooflines_title_spans_the_spec_ridges() -> None:
     lo, hi = min(ridges, key=ridges.get), max(ridges, key=ridges.get)
     assert f"from {ridges[lo]:.0f} FLOP/B" in ax.get_title() and f"to {ridges[hi]:.0f}" in ax.get_title()
     assert len(ax.get_lines()) == len(chips) + 1
+
+
+# Lab 00 on the H100, 2026-11-27 (benchmarks/nvidia-h100-80gb-hbm3/2026-11-27/00_know_your_accelerator.ipynb):
+# the sweep's median seconds per call, the measured peak (JAX bf16 at 8192), bandwidth and fixed cost of a JAX call.
+H100_SWEEP_S = {("jax", "bf16"): (45.3e-6, 186.4e-6, 1.478e-3), ("torch", "bf16"): (28.17e-6, 198.9e-6, 1.637e-3),
+                ("jax", "fp32"): (351e-6, 2.736e-3, 21.85e-3), ("torch", "fp32"): (345.2e-6, 2.684e-3, 21.5e-3)}
+H100_PEAK, H100_BW, H100_CALL_S = 743.8e12, 3055e9, 39.6e-6
+
+
+def _h100_sweeps() -> dict:
+    return {(fw, dt): [_matmul(n, s, fw, dt) for n, s in zip((2048, 4096, 8192), secs)]
+            for (fw, dt), secs in H100_SWEEP_S.items()}
+
+
+def test_past_the_ridge_the_h100s_jax_2048_is_overhead_bound() -> None:
+    # Issue: the run printed "jax n=2048 51% ... past the ridge is where compute can bind": its call took 45.3 us
+    # against JAX's 39.6 us fixed cost and a 23 us roofline time, overhead-bound by section 4's own rule.
+    sweeps = _h100_sweeps()
+    best = sweeps[("jax", "bf16")][2]
+    ridge = roofline.ridge_point(H100_PEAK, H100_BW)
+    past = [(fw, p) for (fw, d), pts in sweeps.items() if d == "bf16"
+            for p in pts if p.intensity > ridge and p is not best]
+    p2048 = past[0][1]
+    assert roofline.roofline_time(p2048.flops, p2048.bytes, H100_PEAK, H100_BW) == pytest.approx(23.1e-6, rel=0.01)
+    lines = roofline_plots.describe_past_ridge(past, H100_PEAK, H100_BW, {"jax": H100_CALL_S})
+    assert lines == [
+        "overhead-bound (roofline time under a call's fixed cost, the call within 2x it: the fixed cost, not compute, "
+        "is most of the time): jax n=2048 51% (its call 1.1x the 39.6 µs fixed cost)",
+        "compute-bound (where compute binds): jax n=4096 99%, torch n=2048 82%, torch n=4096 93%, torch n=8192 90%",
+        "the compute-bound ones reached 82% to 99% of the peak: past the ridge is where compute can bind, not where "
+        "a matmul runs at peak",
+        "torch: classed by intensity alone (no fixed cost per call timed for it here)"]
+    # Without the fixed cost, intensity alone calls all five compute-bound (the run's old reading).
+    assert roofline_plots.describe_past_ridge(past, H100_PEAK, H100_BW, {"jax": 0.0, "torch": 0.0})[0].startswith(
+        "compute-bound (where compute binds): jax n=2048 51%, jax n=4096 99%")
+    slow = [("jax", _matmul(2048, 200e-6))]  # the same roofline time, a call over 2x the fixed cost: the kernel
+    assert roofline_plots.describe_past_ridge(slow, H100_PEAK, H100_BW, {"jax": H100_CALL_S})[0].startswith(
+        "kernel-bound")
+
+
+def test_matmul_sweep_uses_a_log_axis_so_fp32_reads_beside_bf16() -> None:
+    # The H100's fp32 curves (~50 TFLOP/s) lay flat under bf16's 379-744 on a linear 0-1000 axis.
+    ax = roofline_plots.plot_matmul_sweep(_h100_sweeps(), "NVIDIA H100 80GB HBM3", 989e12, "bf16").axes[0]
+    assert ax.get_yscale() == "log" and ax.get_xscale() == "log"
+    lo, hi = ax.get_ylim()
+    assert lo < 45 and hi > 989  # every curve and the spec line inside the axes
+    fp32 = [ln for ln in ax.get_lines() if ln.get_label().endswith("fp32")]
+    assert len(fp32) == 2 and all(40 < y < 60 for ln in fp32 for y in ln.get_ydata())
+    ax.figure.canvas.draw()
+    labels = [t.get_text() for t in ax.get_yticklabels() if lo <= t.get_position()[1] <= hi]
+    assert "50" in labels and "500" in labels  # plain numbers at 1, 2 and 5 per decade, not only 10^2, 10^3
+    # A CPU's curves close together (0.6-0.9 TFLOP/s) still get two labelled ticks.
+    cpu = roofline_plots.plot_matmul_sweep({("jax", "fp32"): [_matmul(256, 2 * 256**3 / 0.6e12, dtype="fp32"),
+                                                              _matmul(512, 2 * 512**3 / 0.9e12, dtype="fp32")]},
+                                           "a CPU").axes[0]
+    cpu.figure.canvas.draw()
+    lo, hi = cpu.get_ylim()
+    assert len([t for t in cpu.get_yticklabels() if lo <= t.get_position()[1] <= hi and t.get_text()]) >= 2
