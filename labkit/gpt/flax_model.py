@@ -137,10 +137,9 @@ class FlaxGPT(nnx.Module):
         t = tokens.shape[1]
         one_hot = embedding.jax_embedding_gradient(self.cfg.vocab_size) == embedding.ONE_HOT  # a GPU: no scatter
         if self.residual_dtype is None:  # looked up and added in the compute dtype
-            if not one_hot:
-                return self.wte(tokens) + self.wpe(jnp.arange(t))[None]
             wte = self.wte.embedding.get_value()  # (vocab, d) fp32, cast as nnx.Embed casts it
-            return take_rows(wte.astype(self.wte.dtype or wte.dtype), tokens) + self.wpe(jnp.arange(t))[None]
+            rows = take_rows(wte.astype(self.wte.dtype or wte.dtype), tokens) if one_hot else self.wte(tokens)
+            return rows + self.wpe(jnp.arange(t))[None]
         # Looked up from the fp32 tables and added in residual_dtype, as torch does under autocast.
         wte, wpe = self.wte.embedding.get_value(), self.wpe.embedding.get_value()  # (vocab, d), (seq_len, d)
         rows = take_rows(wte, tokens) if one_hot else jnp.take(wte, tokens, axis=0)

@@ -213,7 +213,7 @@ class TorchTrainer:
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
         self.model = model.to(self.device)
         self.cfg: GPTConfig = model.cfg
-        self.dtype, self.compiled, self.clip, self.opt = dtype, compile, opt.clip, opt
+        self.dtype, self.compiled, self.opt = dtype, compile, opt
         self.optimizer = torch_optimizer(self.model, opt)
         self.updates = 0  # optimizer steps taken: the warm-up's position
         self.forward: Callable[[Any], Any] = torch.compile(self.model) if compile else self.model
@@ -231,7 +231,7 @@ class TorchTrainer:
 
         loss = self.loss_fn(x, y)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)  # no host sync
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.opt.clip)  # no host sync
         if self.opt.warmup_steps:  # a Python float per group: no recompile, no sync
             for group in self.optimizer.param_groups:
                 group["lr"] = warmup_lr(self.opt, self.updates)

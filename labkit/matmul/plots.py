@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from labkit.matmul.sweep_rounds import Floor
+from labkit.matmul.sweep_rounds import Floor, kinds_on
 from labkit.matmul.systolic import SimResult, activity_over_time
 
 # Which register a stationary dataflow holds and which one moves through it (OS holds sums only).
@@ -178,9 +178,7 @@ def plot_measured_sweeps(shapes: Mapping[str, Sequence[tuple[int, int, int]]],
             y = norm(measured[(fw, sweep)])
             line, = ax.plot(xs, y, "o-", lw=2, label=f"measured {fw} ({chip[:28]})")
             if (fw, sweep) not in kinds and sweep == "batch":  # the points of the batch sweep's floors
-                kinds[(fw, sweep)] = [None] * len(xs)
-                for f in floors.get(fw, ()):
-                    kinds[(fw, sweep)][f.start:f.stop] = [f.kind] * (f.stop - f.start)
+                kinds[(fw, sweep)] = kinds_on(floors.get(fw, ()), len(xs))
             on = list(kinds.get((fw, sweep), [None] * len(xs)))
             flat = np.array([k is not None for k in on])
             if flat.any():  # time per call flat over these sizes: a floor, so their FLOP/s say nothing of the shape

@@ -169,10 +169,15 @@ def time_floors(work: Sequence[float], seconds: Sequence[float], *, memory_s: Se
 
 def on_floor(floors: Sequence[Floor], n: int) -> np.ndarray:
     """(Lab 01) Which of a sweep's `n` sizes lie on one of `floors`: (n,) bool."""
-    mask = np.zeros(n, bool)
+    return np.array([k is not None for k in kinds_on(floors, n)], bool)
+
+
+def kinds_on(floors: Sequence[Floor], n: int) -> list[str | None]:
+    """(Lab 01) Each of a sweep's `n` sizes' floor kind from `floors` (its own stretches), or None: `on_floor` by kind."""
+    kinds: list[str | None] = [None] * n
     for f in floors:
-        mask[f.start:f.stop] = True
-    return mask
+        kinds[f.start:f.stop] = [f.kind] * (f.stop - f.start)
+    return kinds
 
 
 def floor_kinds(work: Sequence[float], seconds: Sequence[float], *, floors: Sequence[Floor] = (),
@@ -188,9 +193,7 @@ def floor_kinds(work: Sequence[float], seconds: Sequence[float], *, floors: Sequ
     """
     work, seconds = np.asarray(work, float), np.asarray(seconds, float)
     own = time_floors(work, seconds, memory_s=memory_s, within=within, busy=busy)  # checks the input
-    kinds: list[str | None] = [None] * len(work)
-    for f in own:
-        kinds[f.start:f.stop] = [f.kind] * (f.stop - f.start)
+    kinds = kinds_on(own, len(work))
     rate = work / seconds  # FLOP/s
 
     def joins(f: Floor, i: int) -> bool:
