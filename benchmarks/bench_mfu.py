@@ -12,7 +12,10 @@ FLOPs use the "palm" variant of labkit.measure.flops (6N + 12LHQT, N = every par
 come from labkit.measure.steptime.time_step, Lab 02's timer: the median repeat (bench.TIMING_RULE).
 The Flax step is then traced (jax.profiler) and its device time charged to what the compiled HLO
 says each op is (labkit.measure.xla_breakdown): "jax.device_time" in the JSON, and one printed
-line saying what limited the step (--no-breakdown skips it).
+line saying what limited the step (--no-breakdown skips it). Two readings beside each step time say
+where a step slower than its kernels loses time (labkit.measure.steptime): "host_queue_ms", the host's
+time to queue one step (close to the step: the device waits on the host), and for JAX on a GPU
+"no_command_buffers", the same step compiled without XLA's CUDA graphs.
 """
 
 from __future__ import annotations
@@ -47,10 +50,14 @@ PROFILES = {  # model, batch (sequences), timed repeats, matmul sizes for the me
 
 
 
-def _timing(t: bench.Timing, flops_per_step: float, tokens: int, peaks: dict[str, mfu.Peak]) -> dict[str, Any]:
+def _timing(t: bench.Timing, flops_per_step: float, tokens: int, peaks: dict[str, mfu.Peak],
+            queued: tuple[float, float]) -> dict[str, Any]:
     out = {"rule": bench.TIMING_RULE, "step_time_s_median": t.median_s, "step_time_s_min": t.min_s,
            "iqr_over_median": t.spread,
-           "repeats": len(t.times_s), "tokens_per_s": tokens / t.median_s}
+           "repeats": len(t.times_s), "tokens_per_s": tokens / t.median_s,
+           # steptime.host_share: the host's time to queue one step, and until that step finished
+           "host_queue_ms": queued[0] * 1e3, "host_queue_step_ms": queued[1] * 1e3,
+           "host_queue_over_step": queued[0] / queued[1]}
     for kind, p in peaks.items():
         out[f"mfu_vs_{kind}"] = mfu.mfu(flops_per_step, t.median_s, p).value
     return out
@@ -125,6 +132,10 @@ def main() -> None:
     xla = flops.xla_count(jt.lower(*jb[0], xla_attention=True))  # cuDNN attention hides its dots
     t_jax = steptime.time_step(jt, jb, prof["repeats"])  # Lab 02's step timer: same warm-up, median
     print(t_jax)
+    queued = {"jax": steptime.host_share(jt, jb[0])}
+    no_cb = steptime.time_without_command_buffers(jt, jb, prof["repeats"])  # None off a GPU
+    if no_cb is not None:
+        print(f"the same step without XLA command buffers: {no_cb} ({no_cb.median_s / t_jax.median_s:.2f}x)")
     skipped = flops.attention_flops_per_token(cfg, seq, causal=True) * batch * seq  # a causal flash kernel's
     device_time = None if args.no_breakdown else _jax_device_time(jt, jb[0], t_jax.median_s, xla.matmul_flops,
                                                                   peaks["measured"], skipped)
@@ -137,9 +148,16 @@ def main() -> None:
     torch_compile_s = time.perf_counter() - t0
     t_torch = steptime.time_step(tt, tb, prof["repeats"])
     print(t_torch)
+    queued["torch"] = steptime.host_share(tt, tb[0])
+    for fw, (q, d) in queued.items():  # a host that queues no faster than the device runs: the device waits
+        print(f"{fw}: the host queued one step in {q * 1e3:.3g} ms; it finished after {d * 1e3:.3g} ms ({q / d:.0%})")
 
-    res_jax = _timing(t_jax, fps, batch * seq, peaks)
-    res_torch = _timing(t_torch, fps, batch * seq, peaks)
+    res_jax = _timing(t_jax, fps, batch * seq, peaks, queued["jax"])
+    res_torch = _timing(t_torch, fps, batch * seq, peaks, queued["torch"])
+    if no_cb is not None:
+        res_jax["no_command_buffers"] = {"step_time_s_median": no_cb.median_s, "step_time_s_min": no_cb.min_s,
+                                         "iqr_over_median": no_cb.spread,
+                                         "over_step": no_cb.median_s / t_jax.median_s}
     goal = None
     if "spec" in peaks and dtype == "bf16":
         goal = {fw: {"goal": g, "mfu_vs_spec": r["mfu_vs_spec"], "met": r["mfu_vs_spec"] >= g}

@@ -14,7 +14,9 @@ after each event:
 - ``remat``: the step lowered under ``jax.checkpoint`` (section 4's HFU check);
 - ``new_shape``: the same trainer compiled and timed at batch 4 (section 5's sweep).
 
-With each timing it records the GPU's SM clock, power and temperature (``pynvml``, where present) and both
+With each timing it records the host's time to queue one step (``steptime.host_share``: a slower step the host
+queues as fast as before ran slower on the device; one it queues no faster than it runs waits on the host),
+the GPU's SM clock, power and temperature (``pynvml``, where present) and both
 allocators' memory, so a slower step can be told apart from a slower chip. Last, on a GPU, it times a copy of
 the step compiled without XLA's command buffers (CUDA graphs, which XLA updates when buffer addresses move):
 ``no_command_buffers`` as fast as the baseline while the step itself stays slow points at them. ``first_slow`` names the first
@@ -80,26 +82,8 @@ def memory_state(tdev: Any) -> dict[str, Any]:
 
 def no_command_buffers(jt: Any, batches: list[Any], repeats: int) -> dict[str, Any] | None:
     """Median ms of a copy of jt's step compiled without command buffers; None where XLA has none (Lab 02)."""
-    import jax
-
-    from labkit.measure.bench import time_jax
-    from labkit.runtime import compile_options
-
-    platform = jax.default_backend()
-    if not compile_options.traceable(platform):  # a CPU or TPU: no command buffers to turn off
-        return None
-    copy, taken = compile_options.compile_traceable(jt.lower(*batches[0]), platform)
-    state = [jt.params, jt.opt_state]
-
-    def step(x: Any, y: Any) -> Any:  # the copy donates the state it is given: keep the new one
-        state[0], state[1], loss = copy(state[0], state[1], x, y)
-        return loss
-
-    try:
-        t = time_jax(step, lambda i: batches[i % len(batches)], repeats=repeats, label="no command buffers")
-    finally:
-        jt.params, jt.opt_state = state
-    return {"median_ms": t.median_s * 1e3, "min_ms": t.min_s * 1e3, "spread": t.spread, "options_taken": taken}
+    t = steptime.time_without_command_buffers(jt, batches, repeats)
+    return None if t is None else {"median_ms": t.median_s * 1e3, "min_ms": t.min_s * 1e3, "spread": t.spread}
 
 
 def main() -> None:
@@ -131,9 +115,11 @@ def main() -> None:
         run()
         took = time.perf_counter() - t0
         t = steptime.time_step(jt, jb, prof["repeats"])
+        queued, done = steptime.host_share(jt, jb[0])  # queued close to done: the GPU waits on the host
         rows.append({"event": event, "event_s": took, "median_ms": t.median_s * 1e3, "min_ms": t.min_s * 1e3,
-                     "spread": t.spread, "gpu": gpu_state(), "memory": memory_state(tdev)})
-        print(f"{event:11s} ({took:6.1f} s): JAX step {t}")
+                     "spread": t.spread, "host_queue_ms": queued * 1e3, "host_queue_step_ms": done * 1e3,
+                     "gpu": gpu_state(), "memory": memory_state(tdev)})
+        print(f"{event:11s} ({took:6.1f} s): JAX step {t}; host queued it in {queued * 1e3:.3g} ms of {done * 1e3:.3g}")
 
     def torch_step() -> None:
         tt = TorchTrainer(load_flat_params(TorchGPT(cfg), init), OptConfig(lr=1e-3), dtype=dtype,

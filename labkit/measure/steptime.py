@@ -11,17 +11,25 @@ median timed repeat, the fastest and slowest only as its spread.
 allows; Lab 02 uses its tolerance to check that timing the timing cell's shape again reproduces the
 cell's step. (The sweeps do not time that shape again: at it they reuse the cell's measurement, so
 one shape gives one number in every table and plot.)
+
+Two readings say *where* a slow step's time goes without a profiler (bench_mfu and
+benchmarks/diag_jax_slowdown.py take them beside the step time): :func:`host_share`, the host's time to
+queue one step against the time until it finished (a step the host queues no faster than the device runs
+it is host-bound: the device waits between kernels), and :func:`time_without_command_buffers`, the same
+step compiled without XLA:GPU's command buffers (CUDA graphs, which XLA updates when the buffers a
+program runs on move), so the two GPU-side suspects of a step slower than its kernels can be told apart.
 """
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from labkit.measure.bench import Timing, time_jax, time_torch
+from labkit.measure.bench import Timing, queue_and_run_s, time_jax, time_torch
 
 STEP_WARMUP = 2  # untimed steps before the clock: the first compiles a new shape, the second is the first warm one
 STEP_BATCHES = 4  # distinct prepared batches the repeats cycle through (fresh inputs, none made in the timed region)
@@ -126,3 +134,67 @@ def a_tie(a: float, b: float) -> bool:
     """Whether two positive figures (times, MFUs) are within AGREE_FLOOR, larger over smaller: no winner (Lab 02)."""
     relative_gap(a, b)  # the same refusal of non-numbers, zeros and NaN
     return max(a, b) / min(a, b) - 1 <= AGREE_FLOOR
+
+
+def host_share(trainer: Any, batch: tuple[Any, Any], repeats: int = 3) -> tuple[float, float]:
+    """Seconds until ``trainer.step(*batch)`` returns (queued) and until it finished, best of ``repeats`` (Lab 02).
+
+    Both frameworks queue a step's kernels and return (asynchronous dispatch): queued well under done
+    means the device sets the pace; queued close to done means the host does, and the device idles
+    between kernels. The trainer must be warm (one untimed step runs first anyway).
+    """
+    if _is_jax(trainer):
+        import jax
+
+        sync: Callable[[Any], Any] = jax.block_until_ready
+    else:
+        from labkit.runtime.device import torch_sync
+
+        wait = torch_sync(trainer.device)
+        sync = lambda _: wait()  # noqa: E731  the whole device: the optimizer's kernels too
+    return queue_and_run_s(lambda: trainer.step(*batch), sync, warmup=1, repeats=repeats)
+
+
+@contextlib.contextmanager
+def threaded(trainer: Any, compiled: Any) -> Iterator[Callable[[Any, Any], Any]]:
+    """``step(x, y) -> loss`` running ``compiled``, a copy of a JaxTrainer's step, on the trainer's state (Lab 02).
+
+    The copy donates the weights and AdamW state it is given, like the trainer's own step: each call
+    keeps the new ones, and the trainer gets them back on exit (its own buffers were donated away).
+    """
+    state = [trainer.params, trainer.opt_state]
+
+    def step(x: Any, y: Any) -> Any:
+        state[0], state[1], loss = compiled(state[0], state[1], x, y)
+        return loss
+
+    try:
+        yield step
+    finally:
+        trainer.params, trainer.opt_state = state
+
+
+def time_without_command_buffers(trainer: Any, batches: Sequence[tuple[Any, Any]], repeats: int,
+                                 platform: str | None = None) -> Timing | None:
+    """A JaxTrainer's step compiled without XLA command buffers, timed as :func:`time_step` times; None without any (Lab 02).
+
+    None where the backend has no command buffers (a CPU, a TPU) or this XLA refused the option. A copy
+    as fast as the step itself clears the command buffers; a faster one points at them.
+    """
+    import jax
+
+    from labkit.runtime import compile_options
+
+    if not _is_jax(trainer):
+        raise TypeError(f"command buffers are XLA's: pass a JaxTrainer, got {type(trainer).__name__}")
+    if not batches:
+        raise ValueError("need at least one prepared (x, y) batch")
+    platform = platform or jax.default_backend()
+    if not compile_options.traceable(platform):
+        return None
+    copy, taken = compile_options.compile_traceable(trainer.lower(*batches[0]), platform)
+    if not taken:
+        return None
+    with threaded(trainer, copy) as step:
+        return time_jax(step, lambda i: batches[i % len(batches)], warmup=STEP_WARMUP, repeats=repeats,
+                        label="jax step, no command buffers")

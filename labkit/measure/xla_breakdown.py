@@ -332,16 +332,10 @@ def trace_trainer(trainer: Any, x: Any, y: Any, steps: int = 3) -> XlaBreakdown:
     traced, note = for_trace(lowered, compiled)
     if traced is compiled:
         return trace_step(lambda: trainer.step(x, y), compiled.as_text(), steps)
-    state = [trainer.params, trainer.opt_state]
+    from labkit.measure.steptime import threaded
 
-    def run() -> Any:  # the step donates the weights and AdamW state it is given: keep the new ones
-        state[0], state[1], loss = traced(state[0], state[1], x, y)
-        return loss
-
-    try:
-        b = trace_step(run, traced.as_text(), steps)
-    finally:
-        trainer.params, trainer.opt_state = state  # the trainer's own buffers were donated to the copy
+    with threaded(trainer, traced) as step:  # the copy donates the trainer's state; it gets the new one back
+        b = trace_step(lambda: step(x, y), traced.as_text(), steps)
     return replace(b, source=b.source + note)
 
 

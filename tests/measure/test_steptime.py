@@ -102,3 +102,69 @@ def test_a_tie_is_within_the_floor_either_way_round() -> None:
     assert steptime.a_tie(1.0, 1.0 + 0.9 * steptime.AGREE_FLOOR) and not steptime.a_tie(1.0, 1.0 + 1.1 * steptime.AGREE_FLOOR)
     with pytest.raises(ValueError, match="need two positive"):
         steptime.a_tie(0.0, 1.0)
+
+
+def _twins() -> tuple[JaxTrainer, JaxTrainer, list]:
+    init = flat_params_numpy(TorchGPT(CFG))
+    a, b = (JaxTrainer(torch_to_flax(init, CFG)) for _ in range(2))
+    return a, b, steptime.step_batches(a, TOKENS, 2, 16)
+
+
+def test_the_copy_without_command_buffers_trains_the_trainers_own_state() -> None:
+    # On a GPU the copy is the same step compiled without CUDA graphs; here the CPU compiles it with the
+    # GPU's option (a no-op on a CPU), so its updates must equal the trainer's own step's, bit for bit.
+    import jax
+
+    a, b, batches = _twins()
+    t = steptime.time_without_command_buffers(a, batches, repeats=3, platform="gpu")
+    assert isinstance(t, Timing) and len(t.times_s) == 3 and t.label == "jax step, no command buffers"
+    for i in range(steptime.STEP_WARMUP + 3):  # the calls time_jax made: warm-ups, then one per repeat
+        b.step(*batches[i % len(batches)])
+    same = jax.tree.map(lambda p, q: bool(np.array_equal(np.asarray(p), np.asarray(q))), a.params, b.params)
+    assert all(jax.tree.leaves(same))  # a holds the copy's newest state, not donated (deleted) buffers
+    assert float(a.step(*batches[0])) == float(b.step(*batches[0]))
+
+
+def test_time_without_command_buffers_is_none_where_there_are_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    from labkit.runtime import compile_options
+
+    a, _, batches = _twins()
+    assert steptime.time_without_command_buffers(a, batches, 2) is None  # this CPU: nothing to turn off
+    assert steptime.time_without_command_buffers(a, batches, 2, platform="tpu") is None
+    monkeypatch.setattr(compile_options, "compile_traceable", lambda lowered, platform: (lowered, False))
+    assert steptime.time_without_command_buffers(a, batches, 2, platform="gpu") is None  # XLA refused the option
+    with pytest.raises(TypeError, match="pass a JaxTrainer"):
+        steptime.time_without_command_buffers(TorchTrainer(TorchGPT(CFG)), batches, 2)
+    with pytest.raises(ValueError, match="at least one prepared"):
+        steptime.time_without_command_buffers(a, [], 2, platform="gpu")
+
+
+def test_threaded_hands_the_state_back_when_a_step_fails() -> None:
+    a, _, batches = _twins()
+    calls: list[int] = []
+
+    def compiled(p, s, x, y):  # noqa: ANN001, ANN202  a copy that updates once, then fails
+        if calls:
+            raise RuntimeError("out of memory")
+        calls.append(1)
+        return "new params", "new state", 0.0
+
+    with pytest.raises(RuntimeError, match="out of memory"):
+        with steptime.threaded(a, compiled) as step:
+            step(*batches[0])
+            step(*batches[0])
+    assert (a.params, a.opt_state) == ("new params", "new state")  # the last state the copy returned
+
+
+def test_host_share_is_the_time_to_queue_a_step_and_the_time_to_finish_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    a, _, batches = _twins()
+    queued, done = steptime.host_share(a, batches[0])
+    assert 0 < queued <= done
+    tt = TorchTrainer(TorchGPT(CFG))
+    synced: list[int] = []
+    real = tt.step
+    monkeypatch.setattr(tt, "step", lambda x, y: synced.append(0) or real(x, y))
+    queued, done = steptime.host_share(tt, steptime.step_batches(tt, TOKENS, 2, 16)[0], repeats=2)
+    assert 0 < queued <= done and len(synced) == 3  # one warm-up, then the repeats
+    with pytest.raises(TypeError, match="JaxTrainer or TorchTrainer"):
+        steptime.host_share(object(), batches[0])
