@@ -198,3 +198,26 @@ def time_without_command_buffers(trainer: Any, batches: Sequence[tuple[Any, Any]
     with threaded(trainer, copy) as step:
         return time_jax(step, lambda i: batches[i % len(batches)], warmup=STEP_WARMUP, repeats=repeats,
                         label="jax step, no command buffers")
+
+
+HOST_SHARE = 0.5  # the host's queue time grew by at least this share of the slowdown: the host's
+
+
+def why_slower(then_s: float, now_s: float, queued_then_s: float, queued_now_s: float) -> str:
+    """(Lab 02) Whose time a step lost between two timings: the host's, queuing it, or the device's.
+
+    ``then_s`` / ``now_s``: the step's median seconds; ``queued_*``: the host's seconds to queue one step
+    at each (:func:`host_share`, or a no-sync timing). A host whose queue time grew by ``HOST_SHARE`` of
+    the slowdown or more kept the device waiting; one that queues it as fast as before did not.
+    """
+    for v in (then_s, now_s, queued_then_s, queued_now_s):
+        relative_gap(v, v)  # positive numbers only, the same refusal
+    slower, grew = now_s - then_s, queued_now_s - queued_then_s
+    q = f"the host queued one step in {queued_then_s * 1e3:.3g} ms then, {queued_now_s * 1e3:.3g} ms now"
+    if slower <= 0:
+        return f"not slower ({then_s * 1e3:.4g} -> {now_s * 1e3:.4g} ms); {q}"
+    if grew >= HOST_SHARE * slower:
+        return (f"{q}: that is {min(grew / slower, 1):.0%} of the {slower * 1e3:.3g} ms the step lost, so the host "
+                "kept the device waiting (launches, Python, or XLA updating its CUDA graphs)")
+    return (f"{q}: the host explains {max(grew, 0) / slower:.0%} of the {slower * 1e3:.3g} ms the step lost, so the "
+            "device spent it (slower kernels, a lower clock, or gaps inside the program)")

@@ -168,3 +168,17 @@ def test_host_share_is_the_time_to_queue_a_step_and_the_time_to_finish_it(monkey
     assert 0 < queued <= done and len(synced) == 3  # one warm-up, then the repeats
     with pytest.raises(TypeError, match="JaxTrainer or TorchTrainer"):
         steptime.host_share(object(), batches[0])
+
+
+def test_why_slower_charges_a_slowdown_to_the_host_or_the_device() -> None:
+    # Lab 02 on an H100 (2026-11-27): the JAX step took 35.1 ms in the timing cell and 48.5 ms again.
+    host = steptime.why_slower(0.0351, 0.0485, 0.0020, 0.0150)  # queuing grew by 13 of the 13.4 ms
+    assert "97% of the 13.4 ms" in host and "host kept the device waiting" in host
+    dev = steptime.why_slower(0.0351, 0.0485, 0.0020, 0.0021)
+    assert "host explains 1% of the 13.4 ms" in dev and "device spent it" in dev
+    edge = steptime.why_slower(0.0351, 0.0485, 0.0020, 0.0020 + steptime.HOST_SHARE * (0.0485 - 0.0351))  # exactly HOST_SHARE: the host's
+    assert "host kept the device waiting" in edge
+    assert steptime.why_slower(0.0351, 0.0485, 0.0050, 0.0020).count("host explains 0%") == 1  # queued faster
+    assert steptime.why_slower(0.0485, 0.0351, 0.002, 0.002).startswith("not slower (48.5 -> 35.1 ms)")
+    with pytest.raises(ValueError, match="two positive times"):
+        steptime.why_slower(0.0351, 0.0485, 0.0, 0.002)
