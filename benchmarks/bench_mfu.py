@@ -12,7 +12,8 @@ FLOPs use the "palm" variant of labkit.measure.flops (6N + 12LHQT, N = every par
 come from labkit.measure.steptime.time_step, Lab 02's timer: the median repeat (bench.TIMING_RULE).
 The Flax step is then traced (jax.profiler) and its device time charged to what the compiled HLO
 says each op is (labkit.measure.xla_breakdown): "jax.device_time" in the JSON, and one printed
-line saying what limited the step (--no-breakdown skips it). Two readings beside each step time say
+line saying what limited the step; the torch step is profiled too, each kernel charged to the op
+that launched it (labkit.measure.breakdown): "torch.device_time" (--no-breakdown skips both). Two readings beside each step time say
 where a step slower than its kernels loses time (labkit.measure.steptime): "host_queue_ms", the host's
 time to queue one step (close to the step: the device waits on the host), and for JAX on a GPU
 "no_command_buffers", the same step compiled without XLA's CUDA graphs.
@@ -30,7 +31,7 @@ from typing import Any
 
 import labkit
 from _results import default_path
-from labkit.measure import bench, flops, mfu, roofline, steptime, xla_breakdown
+from labkit.measure import bench, breakdown, flops, mfu, roofline, steptime, xla_breakdown
 from labkit.gpt import data
 from labkit.runtime import hardware, versions
 from labkit.gpt.torch_model import TorchGPT
@@ -73,6 +74,23 @@ def _jax_device_time(jt: Any, batch: Any, step_s: float, matmul_flops: float, pe
         return {"error": f"{type(e).__name__}: {e}"}
     out = xla_breakdown.report(b, step_s, matmul_flops, peak.flops, peak.label(), skipped_flops)
     print(out["limited_by"])
+    return out
+
+
+def _torch_device_time(tt: Any, batch: Any, step_s: float, matmul_flops: float, peak: mfu.Peak) -> dict[str, Any]:
+    """Profile three torch steps and charge each kernel to the op that launched it (issue 15: torch's side too)."""
+    try:
+        b = breakdown.torch_op_breakdown(lambda: tt.step(*batch), steps=3, device=tt.device)
+    except Exception as e:  # noqa: BLE001 -- no CUPTI (NoKernelRecords) must not lose the timings
+        print(f"torch breakdown skipped: {type(e).__name__}: {e}")
+        return {"error": f"{type(e).__name__}: {e}"}
+    rate = breakdown.matmul_rate(matmul_flops, b)  # FLOP/s in matmul + attention's own time
+    out = {"source": b.source, "step_ms": step_s * 1e3, "busy_ms_per_step": b.ms_per_step,
+           "busy_over_step": b.ms_per_step / (step_s * 1e3),
+           "by_category_ms": {r["category"]: r["ms per step"] for r in b.rows},
+           "by_kernel_name": b.by_kernel_name, "matmul_tflops": rate / 1e12, "matmul_over_peak": rate / peak.flops}
+    print(f"torch: {b.ms_per_step:.1f} ms of op time per {step_s * 1e3:.1f} ms step; matmul + attention "
+          f"{b.matmul_share:.0%} of it at {rate / 1e12:.3g} TFLOP/s ({rate / peak.flops:.0%} of {peak.label()})")
     return out
 
 
@@ -149,6 +167,8 @@ def main() -> None:
     t_torch = steptime.time_step(tt, tb, prof["repeats"])
     print(t_torch)
     queued["torch"] = steptime.host_share(tt, tb[0])
+    torch_time = None if args.no_breakdown else _torch_device_time(tt, tb[0], t_torch.median_s, xla.matmul_flops,
+                                                                   peaks["measured"])
     for fw, (q, d) in queued.items():  # a host that queues no faster than the device runs: the device waits
         print(f"{fw}: the host queued one step in {q * 1e3:.3g} ms; it finished after {d * 1e3:.3g} ms ({q / d:.0%})")
 
@@ -180,7 +200,7 @@ def main() -> None:
         "jax": {**res_jax, "mode": "jax.jit (Flax NNX, optax AdamW)", "first_step_s": jax_compile_s,
                 "device_time": device_time},
         "torch": {**res_torch, "mode": "torch.compile" if compile_torch else "eager (torch.compile skipped on CPU)",
-                  "first_step_s": torch_compile_s},
+                  "first_step_s": torch_compile_s, "device_time": torch_time},
         "goals": goal, "step_goal": step_goal,
     }
     out = args.out or default_path("mfu", rt.chip)

@@ -31,11 +31,11 @@ JOBS=${JOBS:-"lab02"}
 # times are estimates. "reexport" (~1 min, on the CPU) exports Lab 05's shipped program again with this
 # machine's newer jaxlib; it rewrites datasets/lab05_reference, so it must come after "lab05" (refused before).
 
-# Seconds each job took on an H100/H200 with the GPU to itself (lab02 468 and 436 s on an H100, mfu-medium 151 s,
-# lab05 320 s on an H100, 301 s on an H200; the others beside other work, or estimated): a job is not started with
-# less left.
+# Seconds each job took on an H100/H200 with the GPU to itself (lab02 468 and 436 s on an H100, mfu-medium 151 s
+# before it also timed a copy without command buffers and profiled torch, lab05 320 s on an H100, 301 s on an H200;
+# the others beside other work, or estimated): a job is not started with less left.
 declare -A SECONDS_OF=([lab00]=90 [lab01]=120 [lab02]=480 [lab03]=180 [lab04]=330 [lab05]=340 [lab06]=70
-                       [mfu-medium]=160 [slowdown]=180 [precision]=240 [serve]=110 [t4]=240 [bf16-loss]=360 [peak]=120 [probe]=120
+                       [mfu-medium]=200 [slowdown]=200 [precision]=240 [serve]=110 [t4]=240 [bf16-loss]=360 [peak]=120 [probe]=120
                        [reexport]=60)
 
 if [ -d .whl ] && ! python3 -c "import papermill" 2>/dev/null; then
@@ -96,7 +96,7 @@ for job in $JOBS; do
     lab0[0-6]) lab "${job#lab}" ;;
     t4) t4=0; SUFFIX=_t4 lab 00 LABKIT_EMULATE=t4 || t4=$?; SUFFIX=_t4 lab 01 LABKIT_EMULATE=t4 || t4=$?
         (exit "$t4") ;;  # both labs run; the job fails if either did
-    mfu-medium) run 8 python3 benchmarks/bench_mfu.py --model gpt2-medium --batch 16 --out "$R/mfu_gpt2-medium.json" ;;
+    mfu-medium) run 12 python3 benchmarks/bench_mfu.py --model gpt2-medium --batch 16 --out "$R/mfu_gpt2-medium.json" ;;
     slowdown) run 10 python3 benchmarks/diag_jax_slowdown.py --out "$R/jax_slowdown.json" ;;
     precision) run 16 python3 benchmarks/bench_precision.py --out "$R/precision.json" ;;
     bf16-loss) run 10 python3 benchmarks/diag_bf16_loss.py --out "$R/bf16_loss.json" ;;
