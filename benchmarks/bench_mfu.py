@@ -13,10 +13,11 @@ come from labkit.measure.steptime.time_step, Lab 02's timer: the median repeat (
 The Flax step is then traced (jax.profiler) and its device time charged to what the compiled HLO
 says each op is (labkit.measure.xla_breakdown): "jax.device_time" in the JSON, and one printed
 line saying what limited the step; the torch step is profiled too, each kernel charged to the op
-that launched it (labkit.measure.breakdown): "torch.device_time" (--no-breakdown skips both). Two readings beside each step time say
-where a step slower than its kernels loses time (labkit.measure.steptime): "host_queue_ms", the host's
-time to queue one step (close to the step: the device waits on the host), and for JAX on a GPU
-"no_command_buffers", the same step compiled without XLA's CUDA graphs.
+that launched it (labkit.measure.breakdown): "torch.device_time" (--no-breakdown skips both).
+Two readings beside each step time say where a step slower than its kernels loses time
+(labkit.measure.steptime): "host_queue_ms", the host's time to queue one step (close to the step:
+the device waits on the host), and for JAX on a GPU "no_command_buffers", the same step compiled
+without XLA's CUDA graphs.
 """
 
 from __future__ import annotations

@@ -176,7 +176,7 @@ def threaded(trainer: Any, compiled: Any) -> Iterator[Callable[[Any, Any], Any]]
 
 def time_without_command_buffers(trainer: Any, batches: Sequence[tuple[Any, Any]], repeats: int,
                                  platform: str | None = None) -> Timing | None:
-    """A JaxTrainer's step compiled without XLA command buffers, timed as :func:`time_step` times; None without any (Lab 02).
+    """A JaxTrainer's step compiled without XLA command buffers, timed like :func:`time_step`, or None (Lab 02).
 
     None where the backend has no command buffers (a CPU, a TPU) or this XLA refused the option. A copy
     as fast as the step itself clears the command buffers; a faster one points at them.
