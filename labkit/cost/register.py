@@ -44,12 +44,13 @@ ABOUT = 0.10
 # wherever the notebook runs (Colab clones the course into a sub-folder).
 ROOT = Path(__file__).resolve().parents[2]
 
-# The five seed articles (../shared/seeds/README.md): title as shown, date as shown.
+# The five seed articles (../shared/seeds/README.md): title and date as shown; an untitled one by its
+# opening words (a few, quoted) and "undated", as that README asks, never by a description of it.
 ARTICLES = {
     "gpu+tpu": "'Gpu + Tpu is the answer' (2025-12-01)",
     "replace": "'Do TPUs fully replace GPUs in LLM training and inference?' (as of November 2025)",
-    "distributed": "untitled article on GPUs, TPUs and distributed training (undated)",
-    "whitepaper": "white paper, from grid computing to GPU vs TPU infrastructure (undated)",
+    "distributed": "untitled article opening 'Training a model like GPT-4 or Gemini...' (undated)",
+    "whitepaper": "untitled white paper opening 'This white paper examines the evolution...' (undated)",
     "unpacking": "'Unpacking GPU vs TPU Performance in Training Large AI Models' (2025-08-25)",
 }
 

@@ -305,8 +305,8 @@ def untestables() -> list[Entry]:
           "NVL72 to TPUs", "GB300 and TPU contract prices"),
         u("tpu_4_10x_cheaper_training", "replace", "TPUs are 4-10x cheaper per token for 70B+ "
           "training", "70B-scale MFU on both chips; see tpu_cheaper_at_19pct_mfu for the ratio"),
-        u("v5e_2_5x_per_dollar_v4", "replace", "v5e gives 2.5x throughput per dollar and 1.7x speed "
-          "over v4 for LLMs", "v4 and v5e runs and v4 prices"),
+        u("v5e_2_5x_per_dollar_v4", "replace", "For LLM work, v5e beats v4 by 2.5x on tokens per "
+          "dollar and by 1.7x on speed", "v4 and v5e runs and v4 prices"),
         u("b200_3x_h100", "replace", "B200 trains 3x faster than H100", "a B200 run of Lab 02"),
         u("h100_140_tok_s_per_user", "replace", "H100/H200 sustain ~140 tokens/s with TensorRT-LLM "
           "at 50+ users", "TensorRT-LLM and the figure's model"),

@@ -1,11 +1,13 @@
 """Tests for labkit.cost.seeds (Lab 06): each seed claim tested as written, full coverage."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from labkit.cost import seeds
 from labkit.cost.prices import H100, PRICES, V5P, Price
-from labkit.cost.register import Input, by_source, merge
+from labkit.cost.register import ROOT, Input, by_source, merge
 
 MFU = Input("H100 MFU", 0.373, "measured", "Lab 02 report")
 G, T = Input("g", 1000.0, "modelled", "m"), Input("t", 500.0, "modelled", "m")
@@ -274,3 +276,23 @@ def test_low_mfu_names_its_stand_in_and_the_flip_per_h100_mfu() -> None:
         flip = 2.0 / (0.19 * 459) * mfu * 989
         assert f"{mfu:.0%} (" in e.why and f"${flip:.2f} at TPU $2.00/h" in e.why
     assert {i.kind for i in e.inputs} >= {"measured", "sourced", "article"}
+
+
+SEEDS_DIR = ROOT.parent / "shared" / "seeds"   # the articles themselves: beside the checkout, not in it
+
+
+@pytest.mark.skipif(not SEEDS_DIR.is_dir(), reason="the seed articles are not beside this checkout")
+def test_no_claim_copies_eight_words_of_a_seed() -> None:
+    # Paraphrase, never copy (seeds README): no run of 8 words of a claim or its test occurs in an article.
+    words = lambda t: re.findall(r"[a-z0-9$%.]+", t.lower().replace("\u2019", "").replace("'", ""))  # noqa: E731
+    grams = lambda w, n=8: {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}  # noqa: E731
+    seen = set().union(*(grams(words(f.read_text())) for f in SEEDS_DIR.glob("0*.txt")))
+    reg = seeds.build(h100_mfu=MFU, tpu_mfu=None, gpu_tps=G, tpu_tps=T)
+    copied = {e.id: grams(words(f"{e.claim} {e.test}")) & seen for e in reg.entries}
+    assert not {k: v for k, v in copied.items() if v}
+
+
+def test_untitled_articles_are_cited_by_opening_words_and_undated() -> None:
+    from labkit.cost.register import ARTICLES
+    for key in ("distributed", "whitepaper"):
+        assert ARTICLES[key].endswith("...' (undated)") and "opening '" in ARTICLES[key]
