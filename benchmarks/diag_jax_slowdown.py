@@ -14,12 +14,13 @@ after each event:
 - ``remat``: the step lowered under ``jax.checkpoint`` (section 4's HFU check);
 - ``new_shape``: the same trainer compiled and timed at batch 4 (section 5's sweep).
 
-With each timing it records the host's time to queue one step (``steptime.host_share``: a slower step the host
-queues as fast as before ran slower on the device; one it queues no faster than it runs waits on the host),
-the GPU's SM clock, power and temperature (``pynvml``, where present) and both
-allocators' memory, so a slower step can be told apart from a slower chip. Last, on a GPU, it times a copy of
-the step compiled without XLA's command buffers (CUDA graphs, which XLA updates when buffer addresses move):
-``no_command_buffers`` as fast as the baseline while the step itself stays slow points at them. ``first_slow`` names the first
+With each timing it records the host's time to queue one step (``steptime.host_share``: a slower step the
+host queues as fast as before ran slower on the device; one it queues no faster than it runs waits on the
+host), the GPU's SM clock, power and temperature (``pynvml``, where present) and both allocators' memory,
+so a slower step can be told apart from a slower chip. On a GPU each row also times a copy of the step
+compiled without XLA's command buffers (CUDA graphs, which XLA updates on the host when the buffers a
+program runs on move: openxla/xla#35315 measured that cost): the copy holding its speed while the step
+slows points at them. ``first_slow`` names the first
 event after which the median is ``SLOW`` x the baseline's or more. Writes
 benchmarks/results/jax_slowdown_<device>_<host>.json.
 
@@ -80,12 +81,6 @@ def memory_state(tdev: Any) -> dict[str, Any]:
     return out
 
 
-def no_command_buffers(jt: Any, batches: list[Any], repeats: int) -> dict[str, Any] | None:
-    """Median ms of a copy of jt's step compiled without command buffers; None where XLA has none (Lab 02)."""
-    t = steptime.time_without_command_buffers(jt, batches, repeats)
-    return None if t is None else {"median_ms": t.median_s * 1e3, "min_ms": t.min_s * 1e3, "spread": t.spread}
-
-
 def main() -> None:
     """(Lab 02) Replay Lab 02's cells between its timing cell and its sweep, timing the JAX step after each."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -109,6 +104,7 @@ def main() -> None:
     jt = JaxTrainer(torch_to_flax(init, cfg), OptConfig(lr=1e-3), dtype=dtype)
     jb = steptime.step_batches(jt, train, prof["batch"], cfg.seq_len)
     rows: list[dict[str, Any]] = []
+    copy: list[Any] = [None]  # the step compiled without command buffers (a GPU only), made after the baseline
 
     def after(event: str, run: Callable[[], Any]) -> None:
         t0 = time.perf_counter()
@@ -116,10 +112,17 @@ def main() -> None:
         took = time.perf_counter() - t0
         t = steptime.time_step(jt, jb, prof["repeats"])
         queued, done = steptime.host_share(jt, jb[0])  # queued close to done: the GPU waits on the host
-        rows.append({"event": event, "event_s": took, "median_ms": t.median_s * 1e3, "min_ms": t.min_s * 1e3,
-                     "spread": t.spread, "host_queue_ms": queued * 1e3, "host_queue_step_ms": done * 1e3,
-                     "gpu": gpu_state(), "memory": memory_state(tdev)})
-        print(f"{event:11s} ({took:6.1f} s): JAX step {t}; host queued it in {queued * 1e3:.3g} ms of {done * 1e3:.3g}")
+        row = {"event": event, "event_s": took, "median_ms": t.median_s * 1e3, "min_ms": t.min_s * 1e3,
+               "spread": t.spread, "host_queue_ms": queued * 1e3, "host_queue_step_ms": done * 1e3}
+        if event == "baseline":
+            copy[0] = steptime.without_command_buffers(jt, jb[0])
+        if copy[0] is not None:  # the same kernels without CUDA graphs: slows too, or holds?
+            c = steptime.time_compiled(jt, copy[0], jb, prof["repeats"])
+            row |= {"no_command_buffers_median_ms": c.median_s * 1e3, "no_command_buffers_min_ms": c.min_s * 1e3}
+        rows.append(row | {"gpu": gpu_state(), "memory": memory_state(tdev)})
+        extra = f"; without command buffers {row['no_command_buffers_median_ms']:.3g} ms" if copy[0] is not None else ""
+        print(f"{event:11s} ({took:6.1f} s): JAX step {t}; host queued it in {queued * 1e3:.3g} ms of "
+              f"{done * 1e3:.3g}{extra}")
 
     def torch_step() -> None:
         tt = TorchTrainer(load_flat_params(TorchGPT(cfg), init), OptConfig(lr=1e-3), dtype=dtype,
@@ -140,16 +143,13 @@ def main() -> None:
     after("peaks", peaks)
     after("remat", lambda: jt.lower(*jb[0], xla_attention=True, remat=True).as_text(dialect="hlo"))
     after("new_shape", new_shape)
-    copy = no_command_buffers(jt, jb, prof["repeats"])
-    if copy:
-        print(f"a copy compiled without command buffers: {copy['median_ms']:.3g} ms per step")
     base = rows[0]["median_ms"]
     first_slow = next((r["event"] for r in rows[1:] if r["median_ms"] >= SLOW * base), None)
     print(f"first event after which the JAX step ran {SLOW}x the baseline or slower: {first_slow or 'none'}")
     result = {"device": rt.chip, "platform": rt.platform, "host": socket.gethostname(),
               "date": time.strftime("%Y-%m-%d"), "profile": args.profile, "versions": versions.collect(),
               "model": prof["model"], "batch": prof["batch"], "seq": cfg.seq_len, "dtype": dtype, "slow": SLOW,
-              "rows": rows, "first_slow": first_slow, "no_command_buffers": copy}
+              "rows": rows, "first_slow": first_slow, "no_command_buffers": copy[0] is not None}
     out = args.out or default_path("jax_slowdown", rt.chip)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))

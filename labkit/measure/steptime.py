@@ -174,12 +174,11 @@ def threaded(trainer: Any, compiled: Any) -> Iterator[Callable[[Any, Any], Any]]
         trainer.params, trainer.opt_state = state
 
 
-def time_without_command_buffers(trainer: Any, batches: Sequence[tuple[Any, Any]], repeats: int,
-                                 platform: str | None = None) -> Timing | None:
-    """A JaxTrainer's step compiled without XLA command buffers, timed like :func:`time_step`, or None (Lab 02).
+def without_command_buffers(trainer: Any, batch: tuple[Any, Any], platform: str | None = None) -> Any | None:
+    """A JaxTrainer's step compiled for ``batch``'s shapes without XLA command buffers, or None (Lab 02).
 
-    None where the backend has no command buffers (a CPU, a TPU) or this XLA refused the option. A copy
-    as fast as the step itself clears the command buffers; a faster one points at them.
+    None where the backend has no command buffers (a CPU, a TPU) or this XLA refused the option.
+    Run it with :func:`threaded` (it donates the state it is given, like the trainer's step).
     """
     import jax
 
@@ -187,17 +186,33 @@ def time_without_command_buffers(trainer: Any, batches: Sequence[tuple[Any, Any]
 
     if not _is_jax(trainer):
         raise TypeError(f"command buffers are XLA's: pass a JaxTrainer, got {type(trainer).__name__}")
-    if not batches:
-        raise ValueError("need at least one prepared (x, y) batch")
     platform = platform or jax.default_backend()
     if not compile_options.traceable(platform):
         return None
-    copy, taken = compile_options.compile_traceable(trainer.lower(*batches[0]), platform)
-    if not taken:
-        return None
-    with threaded(trainer, copy) as step:
-        return time_jax(step, lambda i: batches[i % len(batches)], warmup=STEP_WARMUP, repeats=repeats,
-                        label="jax step, no command buffers")
+    copy, taken = compile_options.compile_traceable(trainer.lower(*batch), platform)
+    return copy if taken else None
+
+
+def time_compiled(trainer: Any, compiled: Any, batches: Sequence[tuple[Any, Any]], repeats: int,
+                  label: str = "jax step, no command buffers") -> Timing:
+    """``compiled``, a copy of a JaxTrainer's step, on the trainer's state, timed like :func:`time_step` (Lab 02)."""
+    if not batches:
+        raise ValueError("need at least one prepared (x, y) batch")
+    with threaded(trainer, compiled) as step:
+        return time_jax(step, lambda i: batches[i % len(batches)], warmup=STEP_WARMUP, repeats=repeats, label=label)
+
+
+def time_without_command_buffers(trainer: Any, batches: Sequence[tuple[Any, Any]], repeats: int,
+                                 platform: str | None = None) -> Timing | None:
+    """A JaxTrainer's step compiled without XLA command buffers, timed like :func:`time_step`, or None (Lab 02).
+
+    None where :func:`without_command_buffers` is. A copy as fast as the step itself clears the command
+    buffers; a faster one points at them.
+    """
+    if not batches:
+        raise ValueError("need at least one prepared (x, y) batch")
+    copy = without_command_buffers(trainer, batches[0], platform)
+    return None if copy is None else time_compiled(trainer, copy, batches, repeats)
 
 
 HOST_SHARE = 0.5  # the host's queue time grew by at least this share of the slowdown: the host's

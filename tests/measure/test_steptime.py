@@ -137,6 +137,9 @@ def test_time_without_command_buffers_is_none_where_there_are_none(monkeypatch: 
         steptime.time_without_command_buffers(TorchTrainer(TorchGPT(CFG)), batches, 2)
     with pytest.raises(ValueError, match="at least one prepared"):
         steptime.time_without_command_buffers(a, [], 2, platform="gpu")
+    with pytest.raises(ValueError, match="at least one prepared"):
+        steptime.time_compiled(a, object(), [], 2)
+    assert steptime.without_command_buffers(a, batches[0]) is None  # this CPU: its own program is the one to run
 
 
 def test_threaded_hands_the_state_back_when_a_step_fails() -> None:
