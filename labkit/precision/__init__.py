@@ -16,5 +16,6 @@ Modules:
 - ``loss_scale``  static and dynamic loss scaling, JAX and PyTorch
 - ``train``       train the course GPT in fp32, bf16, fp16 + loss scaling (PyTorch, and the runs of both)
 - ``train_jax``   the JAX half of that training
+- ``master``      master weights and optimizer state: bytes by dtype, read from each run's real trees
 - ``plots``       Lab 04's pictures: number lines, accumulation, loss scaling, curves, speed
 """

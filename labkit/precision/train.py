@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from labkit.precision import loss_scale as ls
+from labkit.precision import master
 from labkit.gpt.data import Batcher, check_count, check_real
 from labkit.gpt.config import GPTConfig, n_params
 from labkit.runtime.matmul_precision import fp32_matmul_precision
@@ -163,6 +164,8 @@ class TrainResult:
     device_time: Any = None
     # With TrainConfig.keep_params: the final fp32 master weights, {canonical name: numpy array}
     params: dict[str, np.ndarray] | None = None
+    # Measured at the end: bytes by dtype of the real params / optimizer state (torch: grads too), master.py
+    state: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def step_time_s(self) -> float:
@@ -285,7 +288,8 @@ def train_torch(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainCon
     if peak is not None:
         memory["cuda_peak_allocated"] = peak
     kept = torch_flat_params(model) if tc.keep_params else None
-    return TrainResult("torch", precision, losses, times, scales, int(skipped), memory, params=kept)
+    return TrainResult("torch", precision, losses, times, scales, int(skipped), memory, params=kept,
+                       state=master.torch_state(model, opt))
 
 
 def _cuda_baseline(dev: Any) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from labkit.precision import loss_scale as ls
+from labkit.precision import master
 from labkit.runtime import attention
 from labkit.gpt.data import Batcher
 from labkit.gpt.config import GPTConfig
@@ -130,6 +131,7 @@ def train_jax(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfi
             times.append(time.perf_counter() - t0)
         losses.append(loss_v)
         skipped += not bool(finite)
+    state = master.jax_state(params, opt_state)  # the trained trees' real dtypes, before a trace donates them
     memory = {**memory_model(cfg), "saved_for_backward": saved_bytes_jax(cfg, precision, x0, flat, tc.jax_residual),
               "xla_temp": int(getattr(mem, "temp_size_in_bytes", 0) or 0)}
     # Copied before any traced step below donates (invalidates) the trained weights.
@@ -147,7 +149,7 @@ def train_jax(cfg: GPTConfig, precision: str, tokens: np.ndarray, tc: TrainConfi
 
         device_time = xla_breakdown.trace_step(run, traced.as_text(), steps=tc.trace_steps)
         device_time = replace(device_time, source=device_time.source + note)
-    return TrainResult("jax", precision, losses, times, scales, skipped, memory, device_time, params=kept)
+    return TrainResult("jax", precision, losses, times, scales, skipped, memory, device_time, params=kept, state=state)
 
 
 def heldout_loss_jax(cfg: GPTConfig, flat: dict[str, np.ndarray], tokens: np.ndarray, precision: str = "fp32",
