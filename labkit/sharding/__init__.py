@@ -11,7 +11,8 @@ Modules:
 - ``comm_roofline`` a step's communication against its compute, per strategy and system
 - ``comm_bench``    collectives timed on this runtime's devices, fitted to latency + bytes / bandwidth
 - ``fsdp_schedule`` FSDP as XLA compiles it (gather once, keep) vs ZeRO-3 (re-gather in backward)
-- ``memory_model``  bytes per device per strategy: a model against the compiler
+- ``memory_model``  bytes per device per strategy: a model, and ZeRO's closed form, against the compiler
+- ``step_check``    is a sharded step the unsharded one: gradients before Adam, weights within Adam's bound
 - ``train_step``    the course GPT's training step, sharded by a preset
 - ``torch_spmd``    the PyTorch side: torch-xla SPMD layouts and torchrun DDP
 - ``launch``        start N processes of one program on this machine, watch them, tear them down

@@ -32,6 +32,10 @@ from labkit.sharding import topology
 
 KINDS = ("all-gather", "all-reduce")
 ITEMSIZE = 4  # bytes: the arrays are float32
+BUSBW_FALL = 0.10  # t = alpha + S/B makes busbw = S/t rise with S: a fall by more than this contradicts the model
+MAX_RESIDUAL = 0.25  # worst |measured - fitted| / measured of a fit the data accept
+MIN_POINTS = 3  # a line through two points always fits: accepting alpha and B takes a third
+SE_MEDIAN = 0.93  # standard error of a median ~ 1.2533 sigma / sqrt(n), sigma ~ IQR / 1.349 (normal noise)
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class Point:
     sent_bytes: float  # bytes each device sends for it (collectives.bytes_sent)
     seconds: float  # median repeat
     spread: float  # IQR / median of the repeats
+    repeats: int = 1  # timed repeats behind the median
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,12 @@ class Fit:
     points: int
     max_rel_residual: float = 0.0  # worst |measured - fitted| / measured over the points
     floor_s: float = 0.0  # seconds a program with no collective takes on the same mesh (:func:`floor`)
+    dropped: int = 0  # largest points left out of the fit: their busbw fell (:func:`consistent`)
+
+    @property
+    def accepted(self) -> bool:
+        """Do the data support t = alpha + S / B: 3+ points, bandwidth resolved, worst residual <= MAX_RESIDUAL? (Lab 03)."""
+        return self.points >= MIN_POINTS and self.gbs is not None and self.max_rel_residual <= MAX_RESIDUAL
 
     @property
     def in_step_alpha_s(self) -> float:
@@ -129,7 +140,15 @@ def floor(mesh: Any, array_bytes: int = 2**15, repeats: int = 10) -> float:
     n = int(mesh.devices.size)
     size = _check("all-gather", [array_bytes, 2 * array_bytes], n)[0]  # the same rule as the collectives' sizes
     repeats = layouts.check_int(repeats, "repeats", fix="time at least one repeat")
-    return _timed(no_collective(mesh), mesh, None, size, repeats).median_s
+    return floor_timing(mesh, size, repeats).median_s
+
+
+def floor_timing(mesh: Any, array_bytes: int = 2**15, repeats: int = 10) -> bench.Timing:
+    """(Lab 03) :func:`floor`'s repeats, for its spread: launching a program with no collective on the mesh."""
+    n = int(mesh.devices.size)
+    size = _check("all-gather", [array_bytes, 2 * array_bytes], n)[0]
+    repeats = layouts.check_int(repeats, "repeats", fix="time at least one repeat")
+    return _timed(no_collective(mesh), mesh, None, size, repeats)
 
 
 def _input(kind: str, array_bytes: int, n: int) -> np.ndarray:
@@ -171,7 +190,7 @@ def measure(kind: str, mesh: Any, sizes: Sequence[int], repeats: int = 5) -> lis
     out = []
     for size in sizes:
         t = _timed(fn, mesh, kind, size, repeats)
-        out.append(Point(kind, n, size, coll.bytes_sent(kind, size, n), t.median_s, t.spread))
+        out.append(Point(kind, n, size, coll.bytes_sent(kind, size, n), t.median_s, t.spread, repeats))
     return out
 
 
@@ -196,28 +215,70 @@ def fit(points: Sequence[Point], floor_s: float = 0.0) -> Fit:
                float(floor_s))
 
 
+def consistent(points: Sequence[Point]) -> list[Point]:
+    """(Lab 03) The points before the first whose busbw falls over BUSBW_FALL below the best so far (at least 2).
+
+    Under t = alpha + S / B, busbw = S / t rises with S towards B; where it falls (a cache or
+    memory regime ends, the host runs out of cores) the data leave the model, and a line through
+    those points would report an alpha and a B that describe neither regime.
+    """
+    best, out = 0.0, []
+    for p in points:
+        bw = p.sent_bytes / p.seconds
+        if out and bw < (1 - BUSBW_FALL) * best:
+            break
+        best, out = max(best, bw), out + [p]
+    return out if len(out) >= 2 else list(points[:2])
+
+
+def fit_model(points: Sequence[Point], floor_s: float = 0.0) -> Fit:
+    """(Lab 03) :func:`fit` on the :func:`consistent` points; ``dropped`` counts the larger ones left out."""
+    kept = consistent(points)
+    f = fit(kept, floor_s)
+    return Fit(f.kind, f.alpha_s, f.gbs, f.points, f.max_rel_residual, f.floor_s, len(points) - len(kept))
+
+
+@dataclass(frozen=True)
+class FixedCost:
+    """The smallest collective's time beyond launching a program and beyond its bytes' share (Lab 03)."""
+
+    kind: str
+    excess_s: float  # t_small - floor - (S_small / S_large) (t_large - floor): alpha_in (1 - share) under the model
+    se_s: float  # its standard error, from the three medians' spreads and repeats
+
+    @property
+    def resolved(self) -> bool:
+        """Is the fixed cost above two standard errors, i.e. measured rather than noise? (Lab 03)."""
+        return self.excess_s > 2 * self.se_s
+
+
+def _se(seconds: float, spread: float, repeats: int) -> float:
+    return SE_MEDIAN * spread * seconds / max(repeats, 1) ** 0.5  # seconds
+
+
+def fixed_cost(points: Sequence[Point], floor_t: bench.Timing) -> FixedCost:
+    """(Lab 03) Measured, no fit: does the smallest call cost more than a launch plus its bytes' share of the largest?
+
+    The share (S_small / S_large)(t_large - floor) is at least the small call's byte time under
+    alpha + S / B, and more where the large one is slower than the model: the test leans against
+    finding a fixed cost. It can fail: on a runtime whose collective adds nothing beyond the launch,
+    the excess is noise.
+    """
+    small, big = points[0], points[-1]
+    share = small.sent_bytes / big.sent_bytes
+    fl = floor_t.median_s
+    excess = small.seconds - fl - share * (big.seconds - fl)
+    se_floor = _se(fl, floor_t.spread, len(floor_t.times_s))
+    se = (_se(small.seconds, small.spread, small.repeats) ** 2 + ((1 - share) * se_floor) ** 2
+          + (share * _se(big.seconds, big.spread, big.repeats)) ** 2) ** 0.5
+    return FixedCost(small.kind, float(excess), float(se))
+
+
 def rows(points: Sequence[Point]) -> list[dict[str, Any]]:
     """Table rows as nccl-tests reports them: algbw = D / t, busbw = S / t, in GB/s (Lab 03)."""
     return [{"kind": p.kind, "array KiB": p.array_bytes / 2**10, "median µs": p.seconds * 1e6,
              "spread (IQR/median)": p.spread, "algbw GB/s": p.array_bytes / p.seconds / 1e9,
              "busbw GB/s": p.sent_bytes / p.seconds / 1e9} for p in points]
-
-
-def latency_bound(kind: str, mesh: Any, points: Sequence[Point], attempts: int = 3) -> bench.Confirmed:
-    """Did the smallest collective take over twice its bytes' share of the largest one's time? (Lab 03).
-
-    Measured, no fit: t_small / t_large > 2 S_small / S_large means a fixed cost per call, not the
-    bytes, set the small one's time. Noise only adds time, so when a stall on the large one hides
-    it the two ends are measured again (:func:`labkit.measure.bench.confirm`, fastest kept).
-    """
-    small, big = points[0], points[-1]
-    share = small.sent_bytes / big.sent_bytes
-
-    def again() -> list[float]:
-        return [p.seconds for p in measure(kind, mesh, [small.array_bytes, big.array_bytes])]
-
-    return bench.confirm(again, lambda v: v[0] / v[1] > 2 * share, higher_is_better=False, attempts=attempts,
-                         first=(small.seconds, big.seconds))
 
 
 def best_kind(fits: Mapping[str, Fit], points: Mapping[str, Sequence[Point]]) -> str:

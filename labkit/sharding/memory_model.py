@@ -11,7 +11,12 @@ layouts alone; :func:`check` compares with ``compiled.memory_analysis()``:
   its inputs) + temporaries (gradients, activations, gathered weights). The compiler fuses ops
   (a GELU output need not be stored), keeps intermediates the count leaves out, and reuses
   buffers, so the peak is checked against ``argument + output + temp - alias`` only within
-  ``PEAK_BOUNDS``: a factor 1.5 either way. It ranks strategies; it is not exact.
+  ``PEAK_BOUNDS``: a factor 1.5 either way. It ranks strategies; it is not exact. Without
+  donation the peak holds the state twice (inputs and returned copies); a step jitted with
+  ``donate_argnums`` would let the outputs reuse the inputs' buffers.
+
+:func:`zero_bytes` is the closed form the compiled figures are checked against: ZeRO's stages
+(Rajbhandari et al., "ZeRO", 2020) from Ψ, the fp32 parameter bytes, and N devices.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from labkit.gpt.config import GPTConfig
 STATE_RTOL = 0.01  # parameters + optimizer state + batch vs argument_size_in_bytes
 PEAK_BOUNDS = (2 / 3, 3 / 2)  # compiled peak / modelled peak
 ADAM_MOMENTS = 2  # mu and nu, fp32, one each per parameter
+ZERO_STAGES = ("DP", "ZeRO-1", "ZeRO-2", "ZeRO-3")
 
 
 @dataclass(frozen=True)
@@ -143,6 +149,29 @@ def _with_seq(cfg: GPTConfig, seq: int) -> GPTConfig:
     from dataclasses import replace
 
     return replace(cfg, seq_len=seq)
+
+
+def zero_bytes(psi: float, n: int) -> dict[str, dict[str, float]]:
+    """(Lab 03) {stage: {params, grads, adam, total}} bytes per device of fp32 Adam training under DP and ZeRO-1/2/3.
+
+    Convention: Rajbhandari et al., "ZeRO" (2020), Fig. 1, adapted to fp32 Adam: the paper's
+    mixed-precision count is 2Ψ' + 2Ψ' + 12Ψ' for Ψ' parameters (fp16 weights and grads, fp32
+    master weights + m + v); here weights, gradients and both moments are fp32, Ψ bytes each,
+    so DP holds 4Ψ. Stage 1 splits the moments over N, stage 2 the gradients too, stage 3
+    the weights too: 2Ψ + 2Ψ/N, Ψ + 3Ψ/N, 4Ψ/N. Activations, the batch and Adam's step count
+    are left out.
+    """
+    if isinstance(psi, bool) or not isinstance(psi, (int, float)) or not 0 < psi < float("inf"):
+        raise ValueError(f"psi must be the parameters' fp32 bytes (> 0), got {psi!r}")
+    n = sharding.check_int(n, "n (devices the state is split over)", fix="e.g. n=8")
+    split = {"DP": 0, "ZeRO-1": 1, "ZeRO-2": 2, "ZeRO-3": 3}  # how many of adam, grads, params are split
+    out = {}
+    for stage, k in split.items():
+        adam = ADAM_MOMENTS * psi / (n if k >= 1 else 1)  # m and v
+        grads = psi / (n if k >= 2 else 1)
+        params = psi / (n if k >= 3 else 1)
+        out[stage] = {"params": params, "grads": grads, "adam": adam, "total": params + grads + adam}
+    return out
 
 
 def compiled_memory(compiled: Any) -> dict[str, int]:

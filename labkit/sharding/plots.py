@@ -196,7 +196,7 @@ def plot_strategy_costs(rows: Sequence[Mapping[str, Any]], link_gbs: Mapping[str
     ax1.scatter([], [], color="gray", label="compiler (memory_analysis)")
     ax1.scatter([], [], facecolors="none", edgecolors="gray", label="labkit.sharding.memory_model")
     ax1.set_xlabel("communication per step per device (KiB sent, ring)")
-    ax1.set_ylabel("peak memory per device (MiB)")
+    ax1.set_ylabel("peak memory per device, no donation (MiB)")
     ax1.set_ylim(0, None)
     ax1.margins(x=0.15)
     lo = min(rows, key=lambda r: r["compiled MiB/device"])

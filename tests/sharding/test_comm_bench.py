@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
+from labkit.measure import bench  # noqa: E402
 from labkit.sharding import collectives as coll  # noqa: E402
 from labkit.sharding import comm_bench as cb  # noqa: E402
 from labkit.sharding import plots, topology  # noqa: E402
@@ -202,19 +203,36 @@ def test_measured_points_carry_the_ring_bytes(measured: dict) -> None:
     assert all(t > 0 for k in cb.KINDS for t in measured[k]["t"])
 
 
-def test_latency_bound_judged_on_measurements_and_remeasured_on_a_stall(monkeypatch) -> None:
-    pts = points("all-reduce", 300e-6, 1.0, sizes=(2**15, 2**23))  # alpha dominates the 32 KiB one
-    c = cb.latency_bound("all-reduce", None, pts)
-    assert c.holds and c.attempts == 1  # judged on the points given, nothing measured again
-    flat = points("all-reduce", 0.0, 1.0, sizes=(2**15, 2**23))  # pure bandwidth: time ∝ bytes
-    calls = []
-    monkeypatch.setattr(cb, "measure", lambda kind, mesh, sizes, repeats=5: calls.append(sizes) or flat)
-    c = cb.latency_bound("all-reduce", None, flat)
-    assert not c.holds and c.attempts == 3 and calls == [[2**15, 2**23]] * 2  # a false claim stays false
-    stalled = [pts[0], cb.Point(**{**pts[1].__dict__, "seconds": pts[1].seconds * 1000})]  # a stall on the large one
-    monkeypatch.setattr(cb, "measure", lambda kind, mesh, sizes, repeats=5: pts)
-    c = cb.latency_bound("all-reduce", None, stalled)
-    assert c.holds and c.attempts == 2  # the stall hid it; the fastest of two measurements shows it
+def test_fixed_cost_is_resolved_only_above_its_noise() -> None:
+    floor_t = bench.Timing(tuple([100e-6] * 10), warmup=1)  # a launch of 100 µs, no spread
+    pts = points("all-reduce", 300e-6, 1.0, sizes=(2**15, 2**23))  # alpha 300 µs: 200 µs beyond the launch
+    c = cb.fixed_cost(pts, floor_t)
+    share = pts[0].sent_bytes / pts[1].sent_bytes
+    assert c.excess_s == pytest.approx(200e-6 * (1 - share)) and c.se_s == 0 and c.resolved
+    # The same points with the launch as their only fixed cost: nothing beyond it, so not resolved.
+    flat = [cb.Point(**{**p.__dict__, "spread": 0.01, "repeats": 10})  # 1 % noise
+            for p in points("all-reduce", 100e-6, 1.0, sizes=(2**15, 2**23))]
+    c = cb.fixed_cost(flat, floor_t)
+    assert c.excess_s == pytest.approx(0, abs=1e-12) and c.se_s > 0 and not c.resolved
+    # A real 200 µs that the repeats' spread cannot tell from noise: not resolved either.
+    noisy = [cb.Point(**{**p.__dict__, "spread": 1.0, "repeats": 5}) for p in pts]
+    c = cb.fixed_cost(noisy, floor_t)
+    assert c.se_s > 100e-6 and not c.resolved
+
+
+def test_a_falling_busbw_rejects_the_model_for_the_points_after_it() -> None:
+    pts = points("all-gather", 100e-6, 1.0, sizes=(2**15, 2**17, 2**19, 2**21, 2**23))
+    assert cb.consistent(pts) == pts and cb.fit_model(pts).accepted and cb.fit_model(pts).dropped == 0
+    slow = pts[:4] + [cb.Point(**{**pts[4].__dict__, "seconds": pts[4].seconds * 1.5})]  # busbw falls by a third
+    f = cb.fit_model(slow)
+    assert cb.consistent(slow) == pts[:4] and f.dropped == 1 and f.points == 4
+    assert f.alpha_s == pytest.approx(100e-6) and f.gbs == pytest.approx(1.0) and f.accepted
+    early = [pts[0], cb.Point(**{**pts[1].__dict__, "seconds": pts[1].seconds * 10})] + pts[2:]
+    f = cb.fit_model(early)  # falls at the 2nd point: two points left, a line always fits them -- not accepted
+    assert f.points == 2 and f.dropped == 3 and not f.accepted
+    bent = points("all-gather", 100e-6, 1.0, sizes=(2**15, 2**17, 2**19))
+    bent[1] = cb.Point(**{**bent[1].__dict__, "seconds": bent[1].seconds * 1.6})  # busbw still rises; the line misses it
+    assert cb.fit_model(bent).max_rel_residual > cb.MAX_RESIDUAL and not cb.fit_model(bent).accepted
 
 
 def test_the_floor_is_a_program_without_a_collective(measured: dict) -> None:

@@ -118,7 +118,7 @@ def test_strategy_costs_titles_carry_memory_traffic_link_and_timing_takeaways():
     assert "fsdp needs 4.0x less memory than dp" in ax1.get_title()
     assert "tp sends the most (1,500 KiB)" in ax1.get_title()
     assert ax1.get_xlabel() == "communication per step per device (KiB sent, ring)"
-    assert ax1.get_ylabel() == "peak memory per device (MiB)"
+    assert ax1.get_ylabel() == "peak memory per device, no donation (MiB)"
     assert len(ax1.collections) == 2 * 3 + 2  # compiler and model point per strategy, two legend markers
     assert "fast switch communicates\n4.0x faster than slow ring" in ax2.get_title()
     assert ax2.get_ylabel() == "predicted communication per step (µs)"
