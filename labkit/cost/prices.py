@@ -236,8 +236,9 @@ PRICES: tuple[Price, ...] = (  # $/chip-hour, every row read on READ; see PRICE_
     Price(H100, "AWS", "on_demand", 80.62 / 8, _Q1, "undated", region="not stated",
           note="p5.48xlarge after a cut the page dates 15 January (title: Q1 2026); " + _NODE),
     Price(H100, "AWS", "reserved", 4.916, _CB, "2024-12", region="US East (N. Virginia)",
-          term="EC2 Capacity Block, paid up front", publisher="vendor (mirror)",
-          note="copy of AWS's Capacity Blocks page; rates 'to be updated on January 1, 2025'"),
+          term="EC2 Capacity Block, paid up front",
+          note="a copy of AWS's Capacity Blocks page on a non-AWS host (sibshop.uat.jiralog.com), so "
+          "third-party, not AWS's own; rates 'to be updated on January 1, 2025'"),
     Price(H100, "Lambda", "on_demand", 3.78, _TB, "2026-05-07", note="1x H100 SXM instance"),
     Price("NVIDIA H100 PCIe", "Lambda", "on_demand", 2.86, _TB, "2026-05-07",
           note="1x H100 PCIe instance"),

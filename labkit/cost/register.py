@@ -62,6 +62,7 @@ class Input:
     value: Any
     kind: str        # one of KINDS
     source: str      # report name / URL + page date + read date / formula + inputs / article
+    publisher: str = ""  # a price's publisher ("vendor", "third-party", "yours"); "" for anything else
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -73,7 +74,7 @@ class Input:
 def sourced(p: Price, name: str | None = None) -> Input:
     """(Lab 06) A Price as a sourced input: URL, the page's date, the date it was read."""
     return Input(name or f"{p.chip} {p.cloud} {p.pricing} $/chip-h", round(p.usd_per_chip_hour, 4),
-                 "sourced", f"{p.source} (page {p.page_date}, read {p.read_date}; {p.publisher})")
+                 "sourced", f"{p.source} (page {p.page_date}, read {p.read_date}; {p.publisher})", p.publisher)
 
 
 def has_evidence(inputs: Sequence[Input]) -> bool:
@@ -106,11 +107,19 @@ class Entry:
         """(Lab 06) The kinds of input behind the verdict, strongest first ("measured+sourced")."""
         return "+".join(k for k in KINDS if any(i.kind == k for i in self.inputs)) or "none"
 
+    @property
+    def prices(self) -> str:
+        """(Lab 06) "third-party only" if every price behind the verdict is a third-party page's ("" if none)."""
+        pubs = {i.publisher for i in self.inputs if i.publisher}
+        if not pubs:
+            return ""
+        return "third-party only" if pubs == {"third-party"} else "incl. seller's own"
+
     def as_dict(self) -> dict[str, Any]:
         """(Lab 06) The entry as the dict `labkit.record("claims", ...)` stores."""
         return {"id": self.id, "article": self.article, "claim": self.claim, "test": self.test,
                 "inputs": [vars(i) for i in self.inputs], "verdict": self.verdict, "why": self.why,
-                "per_source": [list(s) for s in self.per_source]}
+                "per_source": [list(s) for s in self.per_source], "prices": self.prices}
 
 
 def decide(id: str, article: str, claim: str, test: str, inputs: Sequence[Input],
@@ -198,6 +207,30 @@ def untestable(id: str, article: str, claim: str, needs: str) -> Entry:
                   "not testable here", f"needs {needs}")
 
 
+def tally(cases: Sequence[tuple[str, str]], listed: int = 4) -> str:
+    """(Lab 06) "k of n inside (which); b below (which)..." for (label, in_range result) cases."""
+    def part(k: str) -> str:
+        hits = [c for c, w in cases if w == k]
+        return f"{len(hits)} {k}" + (f" ({', '.join(hits)})" if 0 < len(hits) <= listed else "")
+    head = f"{sum(w == 'inside' for _, w in cases)} of {len(cases)} inside"
+    inside = [c for c, w in cases if w == "inside"]
+    head += f" ({', '.join(inside)})" if 0 < len(inside) <= listed else ""
+    return head + "".join(f"; {part(k)}" for k in ("below", "above") if any(w == k for _, w in cases))
+
+
+def range_ends(rows: Sequence[Price]) -> str:
+    """(Lab 06) "; ..." naming pages whose range's two ends are two rows (one page, two cases); "" if none."""
+    sites = sorted({p.site for p in rows if p.range_end})
+    return (f"; flagged: {', '.join(sites)} quotes a range, entered as its two ends, so that one page "
+            f"counts as two cases here" if sites else "")
+
+
+def cheapest_first(prices: Price | Sequence[Price]) -> list[Price]:
+    """(Lab 06) One Price or several as a list, cheapest first."""
+    rows = [prices] if isinstance(prices, Price) else list(prices)
+    return sorted(rows, key=lambda t: t.usd_per_chip_hour)
+
+
 def by_source(judge: Callable[[Sequence[Price]], Entry], rows: Sequence[Price]) -> Entry:
     """(Lab 06) judge(every price), also judged on each source's prices alone; the why says where pages disagree."""
     whole = judge(rows)
@@ -238,12 +271,13 @@ class Register:
     def rows(self) -> list[dict[str, Any]]:
         """(Lab 06) One short row per claim for a table: id, article (title, date), claim, verdict, evidence, why."""
         return [{"id": e.id, "article": e.article, "claim": e.claim, "verdict": e.verdict,
-                 "evidence": e.evidence, "why": e.why} for e in self.entries]
+                 "evidence": e.evidence, "prices": e.prices, "why": e.why} for e in self.entries]
 
 
 Builder = Callable[..., Entry]
 
-__all__ = ["KINDS", "VERDICTS", "EVIDENCE", "CASE_RULE", "RANGE_RULE", "ABOUT", "about", "about_band",
+__all__ = ["tally", "range_ends", "cheapest_first",
+           "KINDS", "VERDICTS", "EVIDENCE", "CASE_RULE", "RANGE_RULE", "ABOUT", "about", "about_band",
            "over_range", "straddles", "both", "merge", "by_source", "ROOT",
            "committed_report", "committed_metrics",
            "ARTICLES", "Input", "sourced", "has_evidence",

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from labkit.cost.prices import (H100, PRICING_KINDS, V5E, V5P, Price, check_fraction, primary,
-                                prices as price_rows)
-from labkit.cost.register import (ABOUT, Entry, Input, Register, about, about_band, both, by_source, decide,
-                                  discount_at_least, in_range, merge, over_cases, over_range, sourced,
-                                  straddles, untestable)
+from labkit.cost.mfu_claims import (H100_MFU_ANCHORS, TPU_MFU_ANCHORS, flip_price, low_mfu, mfu_gap,
+                                    mfu_input, train_cost_ratio, train_ratio)
+from labkit.cost.prices import H100, PRICING_KINDS, V5E, V5P, Price, primary, prices as price_rows
+from labkit.cost.register import (ABOUT, Entry, Input, Register, about, about_band, both, by_source,
+                                  cheapest_first, decide, discount_at_least, in_range, merge, over_range,
+                                  range_ends, sourced, straddles, tally, untestable)
 from labkit.cost.serving import DecodeStep, memory_gb
 from labkit.runtime import hardware
 
@@ -28,32 +29,6 @@ SEED_CLAIM_IDS = (
 )
 
 
-def mfu_input(name: str, value: float | None, source: str, assumed: float = 0.4) -> Input:
-    """(Lab 06) A measured MFU as an Input; None (not measured) is a stated modelled assumption, never 0."""
-    if value is None:   # no MFU was measured: say so, and label the stand-in as modelled
-        return Input(f"{name}: not measured, assumed {assumed:.0%}", check_fraction(assumed, "assumed MFU"),
-                     "modelled", f"not measured ({source}); assumed {assumed:.0%}")
-    return Input(name, check_fraction(value, f"{name} (a measured MFU)"), "measured", source)
-
-
-def tally(cases: Sequence[tuple[str, str]], listed: int = 4) -> str:
-    """(Lab 06) "k of n inside (which); b below (which)..." for (label, in_range result) cases."""
-    def part(k: str) -> str:
-        hits = [c for c, w in cases if w == k]
-        return f"{len(hits)} {k}" + (f" ({', '.join(hits)})" if 0 < len(hits) <= listed else "")
-    head = f"{sum(w == 'inside' for _, w in cases)} of {len(cases)} inside"
-    inside = [c for c, w in cases if w == "inside"]
-    head += f" ({', '.join(inside)})" if 0 < len(inside) <= listed else ""
-    return head + "".join(f"; {part(k)}" for k in ("below", "above") if any(w == k for _, w in cases))
-
-
-def range_ends(rows: Sequence[Price]) -> str:
-    """(Lab 06) "; ..." naming pages whose range's two ends are two rows (one page, two cases); "" if none."""
-    sites = sorted({p.site for p in rows if p.range_end})
-    return (f"; flagged: {', '.join(sites)} quotes a range, entered as its two ends, so that one page "
-            f"counts as two cases here" if sites else "")
-
-
 def range_claim(id: str, article: str, claim: str, test: str, inputs: Sequence[Input],
                 cases: Sequence[tuple[str, str]], extra: str = "") -> Entry:
     """(Lab 06) A claim that a figure lies in a range, tested over every case by RANGE_RULE."""
@@ -63,19 +38,21 @@ def range_claim(id: str, article: str, claim: str, test: str, inputs: Sequence[I
 
 
 def node_price(rows: Sequence[Price], lo: float = 12.0, hi: float = 15.0) -> Entry:
-    """(Lab 06) Article: an 8x H100 node rents for $12-15/h. Each sourced price x 8, in range?"""
-    if not rows:
-        return untestable("h100_node_12_15_per_h", "distributed", f"An 8x H100 node costs ${lo:g}-{hi:g} "
-                          "per hour", "a published H100 price")
-    cases = [(f"{p.cloud} {p.pricing} ${8 * p.usd_per_chip_hour:.2f}", in_range(8 * p.usd_per_chip_hour, lo, hi))
-             for p in rows]
-    # On-demand, committed, reserved and spot are different offers: say how each term fares.
+    """(Lab 06) Article: an 8x H100 node rents for $12-15/h, by the hour: judged on on-demand prices x 8."""
+    claim = f"An 8x H100 node rents for ${lo:g}-{hi:g} per hour"
+    od = [p for p in rows if p.pricing == "on_demand"]
+    if not od:
+        return untestable("h100_node_12_15_per_h", "distributed", claim, "a published H100 on-demand price")
+    # The article quotes an hourly rental with no commitment: the on-demand term. Reservations, commitments
+    # and spot are other offers: each term's count is shown, and none enters the verdict.
+    where = lambda ps: [in_range(8 * p.usd_per_chip_hour, lo, hi) for p in ps]  # noqa: E731
     terms = sorted({p.pricing for p in rows}, key=PRICING_KINDS.index)
-    by_term = "; ".join(f"{t} {sum(w == 'inside' for (_, w), p in zip(cases, rows) if p.pricing == t)} of "
+    by_term = "; ".join(f"{t} {sum(w == 'inside' for w in where([p for p in rows if p.pricing == t]))} of "
                         f"{sum(p.pricing == t for p in rows)} inside" for t in terms)
-    return range_claim("h100_node_12_15_per_h", "distributed", f"An 8x H100 node costs ${lo:g}-{hi:g} "
-                       "per hour", "8 x each published $/GPU-h for H100 SXM, against the range",
-                       [sourced(p) for p in rows], cases, f"by pricing term: {by_term}" + range_ends(rows))
+    cases = [(f"{p.cloud} ${8 * p.usd_per_chip_hour:.2f}", w) for p, w in zip(od, where(od))]
+    return range_claim("h100_node_12_15_per_h", "distributed", claim, "8 x each published on-demand $/GPU-h "
+                       "for H100 SXM (the article's hourly rental), against the range", [sourced(p) for p in od],
+                       cases, f"judged on on-demand prices only; by pricing term: {by_term}" + range_ends(od))
 
 
 def slice_price(rows: Sequence[Price], chips: int = 4, lo: float = 8.0, hi: float = 11.0) -> Entry:
@@ -109,88 +86,6 @@ def spot_v5p(on_demand: Price | None, spot: Price | None, percent: int = 70) -> 
                   f"{said}; before any time lost to preemption", disc)
 
 
-# Published H100 MFUs at scale (each Input names its source), beside this
-# course's own small-model measurement: the article's 52% is about large-scale training.
-H100_MFU_ANCHORS = (
-    Input("H100 MFU, Megatron-LM on H100 clusters ('up to')", 0.47, "sourced", "Megatron-LM README"),
-    Input("H100 MFU, torchtitan Llama 3.1 405B on 128 H100, bf16", 0.29, "sourced",
-          "torchtitan docs/performance.md"),
-)
-
-
-def mfu_gap(h100_mfu: Input, tpu_mfu: Input | None,
-            anchors: Sequence[Input] = H100_MFU_ANCHORS) -> Entry:
-    """(Lab 06) Article: H100 ~52% MFU, TPU ~58%. Each MFU in whole points against "about" (ABOUT), by RANGE_RULE."""
-    claim = "H100s reach about 52% MFU, TPUs about 58%"
-    pts = lambda i: round(100 * i.value)                  # noqa: E731  whole percentage points
-    (h_lo, h_hi), (t_lo, t_hi) = about_band(52), about_band(58)   # percent
-    cases = [(f"{pts(i)}% ({i.name.removeprefix('H100 MFU, ')})", about(pts(i), 52)) for i in (h100_mfu, *anchors)]
-    h = over_range(cases)                                 # the H100 half over every H100 figure
-    said = f"about 52% = {h_lo:g}-{h_hi:g}% (+-{ABOUT:.0%}): " + "; ".join(f"{c} {w}" for c, w in cases)
-    if tpu_mfu is None:
-        # Both halves at once: an H100 half that fails fails the claim; otherwise the TPU half is missing.
-        v = {"fails": "fails", "depends": "depends", "holds": "not testable here"}[h]
-        return decide("mfu_h100_52_tpu_58", "distributed", claim, "MFU on an H100 (measured, and published "
-                      "at scale) and on a TPU", [h100_mfu, *anchors], v, f"H100 {said}" + (
-                          "; depends on model scale and software stack" if h == "depends" else "")
-                      + "; the TPU half needs a committed TPU Lab 02 run", pts(h100_mfu) / 100)
-    t = pts(tpu_mfu)
-    # Two halves, each by RANGE_RULE; the claim needs both: one failing half fails it.
-    tw = about(t, 58)
-    v = both(h, over_range([("TPU", tw)]))
-    return decide("mfu_h100_52_tpu_58", "distributed", claim, "MFU on an H100 and on a TPU",
-                  [h100_mfu, *anchors, tpu_mfu], v, f"H100 {said}; TPU {t}% ({tw} {t_lo:g}-{t_hi:g}%)",
-                  (t - pts(h100_mfu)) / 100)
-
-
-def flip_price(tpu: str, tpu_mfu: float, gpu_mfu: Input, tpu_price: Price) -> float:
-    """(Lab 06) The H100 $/h at which it trains at the TPU's $/token: above it, the TPU is cheaper."""
-    tp, gp = hardware.lookup(tpu).peak("bf16"), hardware.lookup(H100).peak("bf16")   # FLOP/s
-    tpu_cost = tpu_price.usd_per_chip_hour / (tpu_mfu * tp)   # $/h per useful FLOP/s
-    return tpu_cost * gpu_mfu.value * gp                       # GPU $/h at equal $/token
-
-
-def train_cost_ratio(tpu: str, tpu_mfu: float, gpu_mfu: Input, tpu_price: Price,
-                     gpu_prices: Sequence[Price]) -> tuple[list[tuple[str, bool]], float]:
-    """(Lab 06) Per GPU price: is TPU $/token lower? And the GPU $/h where they tie (flip point)."""
-    flip = flip_price(tpu, tpu_mfu, gpu_mfu, tpu_price)
-    return [(f"{p.cloud} ${p.usd_per_chip_hour:.2f}", p.usd_per_chip_hour > flip)
-            for p in gpu_prices], flip
-
-
-def _tpus(tpu_prices: Price | Sequence[Price]) -> list[Price]:
-    """One Price or several as a list, cheapest first."""
-    rows = [tpu_prices] if isinstance(tpu_prices, Price) else list(tpu_prices)
-    return sorted(rows, key=lambda t: t.usd_per_chip_hour)
-
-
-def low_mfu(gpu_mfu: Input, tpu_prices: Price | Sequence[Price], gpu_prices: Sequence[Price],
-            mfu: float = 0.19, tpu: str = V5P, anchors: Sequence[Input] = H100_MFU_ANCHORS) -> Entry:
-    """(Lab 06) Article: even at 19% MFU TPUs are cheaper. Every TPU x H100 price pair, with flip points."""
-    claim = f"Even at {mfu:.0%} MFU a TPU trains cheaper than NVIDIA"
-    tpus = _tpus(tpu_prices)
-    if not tpus or not gpu_prices:
-        return untestable("tpu_cheaper_at_19pct_mfu", "distributed", claim, f"a published {tpu} and H100 price")
-    cases = []
-    for t in tpus:
-        c, _ = train_cost_ratio(tpu, mfu, gpu_mfu, t, gpu_prices)
-        cases += [(f"TPU ${t.usd_per_chip_hour:.2f} vs {g}", h) for g, h in c]
-    # The H100 $/h above which the TPU trains cheaper, for every H100 MFU the lab holds: the verdict
-    # uses gpu_mfu; the published anchors at scale show how far the flip moves with the H100's MFU.
-    flip = {i: [flip_price(tpu, mfu, i, t) for t in tpus] for i in (gpu_mfu, *anchors)}  # $/h, per TPU price
-    flips = "; ".join(f"{i.value:.0%} ({i.name.removeprefix('H100 MFU, ')}, {i.kind}): " + ", ".join(
-        f"${f:.2f} at TPU ${t.usd_per_chip_hour:.2f}/h" for f, t in zip(fs, tpus)) for i, fs in flip.items())
-    setting = (f"a stand-in, not the article's setting (Anthropic moving from GB300 NVL72 to TPUs at scale; no "
-               f"GB300 or contract price is on record): {tpu} at {mfu:.0%} MFU vs one H100 at rental prices")
-    return decide("tpu_cheaper_at_19pct_mfu", "distributed", claim, f"{tpu} at {mfu:.0%} MFU vs H100 at "
-                  "its MFU, every pair of published prices: $/h / (MFU x spec peak)",
-                  [gpu_mfu, *anchors] + [sourced(t) for t in tpus] + [sourced(p) for p in gpu_prices]
-                  + [Input("MFU under test", mfu, "article", "the article's own figure")], over_cases(cases),
-                  f"{setting}; TPU cheaper in {sum(h for _, h in cases)} of {len(cases)} price pairs at the H100's "
-                  f"{gpu_mfu.value:.0%} MFU; the H100 $/h above which the TPU trains cheaper, per H100 MFU: "
-                  f"{flips}" + range_ends(gpu_prices), flip[gpu_mfu][0])
-
-
 def serving_inputs(gpu: DecodeStep, tpu: DecodeStep, gpu_chip: str = H100,
                    tpu_chip: str = V5E) -> tuple[Input, Input]:
     """(Lab 06) Per-chip tok/s of two modelled decode steps as Inputs; refused unless both serve one workload."""
@@ -208,12 +103,14 @@ def serving_inputs(gpu: DecodeStep, tpu: DecodeStep, gpu_chip: str = H100,
 
 
 def serving_ratio(gpu_tps: Input, tpu_tps: Input, tpu_prices: Price | Sequence[Price],
-                  gpu_prices: Sequence[Price], lo: float = 2.0, hi: float = 4.0) -> Entry:
+                  gpu_prices: Sequence[Price], lo: float = 2.0, hi: float = 4.0, *,
+                  id: str = "tpu_serving_2_4x_cheaper", article: str = "gpu+tpu", claim: str = "",
+                  setting: str = "") -> Entry:
     """(Lab 06) Article: TPU serving is 2-4x cheaper per token. Every TPU x GPU price pair, by RANGE_RULE."""
-    tpus = _tpus(tpu_prices)
-    claim = f"TPU serving is {lo:g}-{hi:g}x cheaper per token"
+    tpus = cheapest_first(tpu_prices)
+    claim = claim or f"TPU serving is {lo:g}-{hi:g}x cheaper per token"
     if not tpus or not gpu_prices:
-        return untestable("tpu_serving_2_4x_cheaper", "gpu+tpu", claim, "a published TPU and a published H100 price")
+        return untestable(id, article, claim, "a published TPU and a published H100 price")
     # ratio = (GPU $/h / GPU tok/s) / (TPU $/h / TPU tok/s): GPU $ per token over TPU $ per token
     ratio = lambda t, g: g.usd_per_chip_hour / gpu_tps.value / (t.usd_per_chip_hour / tpu_tps.value)  # noqa: E731
     cases = [(f"{ratio(t, g):.2f}x", in_range(ratio(t, g), lo, hi)) for t in tpus for g in gpu_prices]
@@ -229,10 +126,10 @@ def serving_ratio(gpu_tps: Input, tpu_tps: Input, tpu_prices: Price | Sequence[P
     modelled = [w for w, i in (("GPU", gpu_tps), ("TPU", tpu_tps)) if i.kind == "modelled"]
     basis = {0: "", 1: f"the {''.join(modelled)} throughput is modelled, not measured: ",
              2: f"on modelled throughputs only ({gpu_tps.source}): "}[len(modelled)]
-    return decide("tpu_serving_2_4x_cheaper", "gpu+tpu", claim, "GPU $/token / TPU $/token at the same "
+    return decide(id, article, claim, "GPU $/token / TPU $/token at the same "
                   "workload, for every pair of published TPU and H100 prices",
                   [gpu_tps, tpu_tps] + [sourced(t) for t in tpus] + [sourced(g) for g in gpu_prices],
-                  over_range(cases), f"{basis}{len(rs)} price pairs give {rs[0]:.2f}x-{rs[-1]:.2f}x: "
+                  over_range(cases), f"{setting}{basis}{len(rs)} price pairs give {rs[0]:.2f}x-{rs[-1]:.2f}x: "
                   f"{tally(cases)}{sides}; {flips}" + range_ends(gpu_prices), rs[len(rs) // 2])
 
 
@@ -303,8 +200,6 @@ def untestables() -> list[Entry]:
           "the company's own bills"),
         u("anthropic_52pct_tco", "distributed", "Anthropic cut TCO per PFLOP 52% moving from GB300 "
           "NVL72 to TPUs", "GB300 and TPU contract prices"),
-        u("tpu_4_10x_cheaper_training", "replace", "TPUs are 4-10x cheaper per token for 70B+ "
-          "training", "70B-scale MFU on both chips; see tpu_cheaper_at_19pct_mfu for the ratio"),
         u("v5e_2_5x_per_dollar_v4", "replace", "For LLM work, v5e beats v4 by 2.5x on tokens per "
           "dollar and by 1.7x on speed", "v4 and v5e runs and v4 prices"),
         u("b200_3x_h100", "replace", "B200 trains 3x faster than H100", "a B200 run of Lab 02"),
@@ -314,8 +209,6 @@ def untestables() -> list[Entry]:
           "a 70B model served on TPU"),
         u("trillium_2_8x", "replace", "Trillium brings 2.8x performance and 2.1x performance per "
           "watt", "Trillium and v5e runs with power"),
-        u("tpu_inference_2_5x_cheaper", "replace", "TPU inference is up to 2.5x cheaper at scale",
-          "the workload, scale and prices behind the figure; see tpu_serving_2_4x_cheaper for pairs"),
         u("trillium_disagg_3_7x", "replace", "Disaggregated prefill/decode serving on Trillium is "
           "3-7x faster", "a Trillium run of prefill and decode on separate slices"),
         u("hybrid_latency_1_6_2x", "gpu+tpu", "Routing stages across CPU/GPU/TPU cuts latency "
@@ -340,14 +233,21 @@ def build(*, h100_mfu: Input, tpu_mfu: Input | None, gpu_tps: Input, tpu_tps: In
             if o.pricing == "on_demand" and o.source == s.source]
     v5p_od = [p for p in v5p if p.pricing == "on_demand"]
     # Training and serving are each tested on every published price of their TPU, never one pick.
-    train_p = _tpus(tpu_train_price or v5p_od)
-    serve_p = _tpus(tpu_serve_price or [p for p in tpus if p.chip == V5E])
+    train_p = cheapest_first(tpu_train_price or v5p_od)
+    serve_p = cheapest_first(tpu_serve_price or [p for p in tpus if p.chip == V5E])
+    # "Up to 2.5x cheaper": the TPU cheaper (ratio above 1) by no more than 2.5x; at the same stand-in
+    # workload as the 2-4x claim, since the article names no model, batch or scale.
+    up_to = dict(id="tpu_inference_2_5x_cheaper", article="replace", claim="TPU inference costs up to 2.5x less "
+                 "per token at scale", setting="a stand-in at the 2-4x claim's modelled workload (the article names "
+                 "no model or scale): ")
     # Every TPU price here is a third-party page's, and the pages disagree several-fold: each verdict
     # that uses one is also judged on each page's prices alone (by_source), and says where they differ.
     entries = [node_price(h100_all), by_source(slice_price, v5p_od),
                spot_v5p(*(pair[0] if pair else (None, None))), mfu_gap(h100_mfu, tpu_mfu),
                by_source(lambda ps: low_mfu(h100_mfu, ps, h100_od), train_p),
                by_source(lambda ps: serving_ratio(gpu_tps, tpu_tps, ps, h100_od), serve_p),
+               by_source(lambda ps: serving_ratio(gpu_tps, tpu_tps, ps, h100_od, 1.0, 2.5, **up_to), serve_p),
+               by_source(lambda ps: train_ratio(ps, h100_od), train_p),
                by_source(lambda ps: hourly_12_vs_10(h100_od, ps), tpus), *spec_claims(), *untestables()]
     # The white paper names no MFU, chip or price: the 19%-MFU test above is not its claim.
     entries.append(untestable("tpu_better_per_dollar_compatible", "whitepaper", "TPUs often give "
@@ -358,7 +258,7 @@ def build(*, h100_mfu: Input, tpu_mfu: Input | None, gpu_tps: Input, tpu_tps: In
     return reg
 
 
-__all__ = ["SEED_CLAIM_IDS", "H100_MFU_ANCHORS", "mfu_input", "tally",
+__all__ = ["SEED_CLAIM_IDS", "H100_MFU_ANCHORS", "TPU_MFU_ANCHORS", "mfu_input", "tally", "train_ratio",
            "range_ends", "range_claim", "node_price", "slice_price", "spot_v5p", "mfu_gap", "low_mfu",
            "flip_price", "train_cost_ratio", "serving_inputs", "serving_ratio", "hourly_12_vs_10", "spec_claims",
            "untestables", "build"]

@@ -169,3 +169,10 @@ def test_overrides_and_tables_must_be_prices() -> None:
     for fn in (cost.current, cost.left_out, cost.primary, cost.age_days):
         with pytest.raises(TypeError, match=r"must be a Price \(a row of PRICES, or my_price.*got 'abc'"):
             fn("abc")
+
+
+def test_a_copy_on_a_non_vendor_host_is_third_party() -> None:
+    # The AWS Capacity Blocks row was labelled "vendor (mirror)" but is hosted off AWS: no verdict may treat it as AWS's.
+    for p in cost.PRICES:
+        assert p.publisher in ("vendor", "third-party"), p
+        assert p.publisher != "vendor" or any(d in p.site for d in ("aws.amazon.com", "cloud.google.com")), p

@@ -126,3 +126,13 @@ def test_both_parts_of_a_claim() -> None:
         R.both()
     with pytest.raises(ValueError, match="both needs one or more verdicts"):
         R.both("holds", "not testable here")
+
+
+def test_a_verdict_on_third_party_prices_only_says_so() -> None:
+    from labkit.cost.prices import Price
+    tp = Price("TPU v5e", "X", "on_demand", 1.0, "https://a.example", "2026-01")
+    own = Price("TPU v5e", "GCP", "on_demand", 1.2, "https://cloud.google.com/x", "2026-01", publisher="vendor")
+    e = lambda *ps: R.decide("x", "replace", "c", "t", [R.sourced(p) for p in ps], "holds", "w")  # noqa: E731
+    assert e(tp).prices == "third-party only" and e(tp, own).prices == "incl. seller's own"
+    assert R.untestable("y", "replace", "c", "n").prices == ""
+    assert e(tp).as_dict()["prices"] == "third-party only"

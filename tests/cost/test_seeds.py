@@ -71,7 +71,7 @@ def test_one_rule_for_every_range_claim() -> None:
 
 def test_mfu_gap_whole_points_no_epsilon() -> None:
     tpu = lambda m: Input("TPU MFU", m, "measured", "r")  # noqa: E731
-    one = dict(anchors=())   # only the measured figure, no published anchors
+    one = dict(anchors=(), tpu_anchors=())   # only the measured figures, no published anchors
     assert seeds.mfu_gap(Input("g", 0.47, "measured", "r"), tpu(0.63), **one).verdict == "holds"  # 5 points
     assert seeds.mfu_gap(Input("g", 0.46, "measured", "r"), tpu(0.58), **one).verdict == "fails"
     # Without a TPU run: a measured H100 outside 52 +- 5 already fails the two-part claim; inside, untestable.
@@ -84,9 +84,9 @@ def test_mfu_gap_whole_points_no_epsilon() -> None:
 def test_mfu_gap_h100_figures_on_both_sides_fail_and_about_is_relative() -> None:
     # 40% and 60% straddle about 52% (46.8-57.2) with none inside: the H100 half fails (was "depends").
     lo_hi = seeds.mfu_gap(Input("g", 0.40, "measured", "r"), None, anchors=(Input("a", 0.60, "sourced", "s"),))
-    assert lo_hi.verdict == "fails" and "about 52% = 46.8-57.2% (+-10%): 40% (g) below; 60% (a) above" in lo_hi.why
+    assert lo_hi.verdict == "fails" and "46.8-57.2% (+-10%): 40% (g, measured) below; 60% (a, sourced) above" in lo_hi.why
     # "About" is the register's one relative tolerance (ABOUT), not a fixed +-5 points: 57% in, 58% out.
-    one = dict(anchors=())
+    one = dict(anchors=(), tpu_anchors=())
     assert seeds.mfu_gap(Input("g", 0.57, "measured", "r"), Input("t", 0.64, "measured", "r"), **one).verdict == "fails"
     assert seeds.mfu_gap(Input("g", 0.57, "measured", "r"), Input("t", 0.63, "measured", "r"), **one).verdict == "holds"
     assert seeds.mfu_gap(Input("g", 0.58, "measured", "r"), Input("t", 0.58, "measured", "r"), **one).verdict == "fails"
@@ -194,7 +194,9 @@ def test_the_superseded_aws_price_no_longer_carries_the_12_dollar_figure() -> No
 
 def test_node_price_reports_each_pricing_term_and_flags_range_ends() -> None:
     rows = [_p(H100, 3.0), _p(H100, 1.6, "committed_1y"), _p(H100, 1.7, "spot")]
-    e = seeds.node_price(rows)                        # $24 above; $12.80 and $13.60 inside
+    e = seeds.node_price(rows)                        # $24 above; $12.80 and $13.60 inside, but not on-demand
+    assert e.verdict == "fails" and len(e.inputs) == 1 and "judged on on-demand prices only" in e.why
+    assert seeds.node_price(rows[1:]).verdict == "not testable here"   # no hourly (on-demand) rental price
     assert "by pricing term: on_demand 0 of 1 inside; spot 1 of 1 inside; committed_1y 1 of 1 inside" in e.why
     assert "flagged" not in e.why
     ends = [Price(H100, "X", "on_demand", u, "https://r.example/p", "undated", range_end=k)
@@ -243,7 +245,7 @@ def test_every_tpu_price_verdict_shows_its_dependence_on_the_price_source() -> N
     # uses them is judged on each page alone too, and the overall verdict is what the pages' verdicts give.
     reg = seeds.build(h100_mfu=MFU, tpu_mfu=None, gpu_tps=G, tpu_tps=T)
     tpu_ids = {"v5p8_slice_8_11_per_h", "tpu_cheaper_at_19pct_mfu", "tpu_serving_2_4x_cheaper",
-               "h100_12_vs_tpu_10_per_h"}
+               "h100_12_vs_tpu_10_per_h", "tpu_inference_2_5x_cheaper", "tpu_4_10x_cheaper_training"}
     by_id = {e.id: e for e in reg.entries}
     for i in tpu_ids:
         e = by_id[i]
@@ -296,3 +298,15 @@ def test_untitled_articles_are_cited_by_opening_words_and_undated() -> None:
     from labkit.cost.register import ARTICLES
     for key in ("distributed", "whitepaper"):
         assert ARTICLES[key].endswith("...' (undated)") and "opening '" in ARTICLES[key]
+
+
+def test_inference_up_to_2_5x_is_tested_like_the_2_4x_claim() -> None:
+    # Ratio GPU $/token over TPU $/token with G = 1000, T = 500 tok/s: TPU $1/h vs H100 $4/h -> 2x (inside 1-2.5).
+    e = seeds.serving_ratio(G, T, [_p("TPU v5e", 1.0)], [_p(H100, 4.0)], 1.0, 2.5, id="tpu_inference_2_5x_cheaper",
+                            article="replace", claim="c", setting="a stand-in: ")
+    assert e.id == "tpu_inference_2_5x_cheaper" and e.verdict == "holds" and e.why.startswith("a stand-in")
+    reg = seeds.build(h100_mfu=MFU, tpu_mfu=None, gpu_tps=G, tpu_tps=T)
+    by_id = {x.id: x for x in reg.entries}
+    for i in ("tpu_inference_2_5x_cheaper", "tpu_4_10x_cheaper_training"):
+        assert by_id[i].verdict != "not testable here" and "stand-in" in by_id[i].why, i
+        assert by_id[i].prices == "third-party only", i       # every price in the table is a third-party page's
