@@ -268,3 +268,18 @@ def matmul_rate(flops_per_step: float, breakdown: Any) -> float:
         raise ValueError("the breakdown charged no time to matmul or attention")
     return flops_per_step / mm_s
 
+
+
+def against_step(b: OpBreakdown, step_ms: float) -> str:
+    """One line: the profile's summed op time against the timed step, and what the difference means (Lab 02)."""
+    if not step_ms > 0:
+        raise ValueError(f"step_ms must be the timed step in ms (> 0), got {step_ms!r}")
+    busy = b.ms_per_step
+    if b.source == BY_LAUNCHER:  # device time: what the profile does not hold, the GPU spent idle
+        return (f"kernels ran {busy:.3g} ms of the {step_ms:.3g} ms step: the GPU idled "
+                f"{max(1 - busy / step_ms, 0):.0%} of it (launches, host work, syncs)")
+    said = f"the ops' self times sum to {busy:.3g} ms per step against the timed {step_ms:.3g} ms"
+    if busy > 1.05 * step_ms:  # one torch thread cannot run ops for longer than the step
+        return (said + ": more than the step, because the profiler records every op and its own cost per op "
+                "lands in their times; read the shares, not the ms")
+    return said

@@ -107,6 +107,7 @@ class Utilization:
     kind: str = "MFU"  # "MFU" | "HFU"
     variant: str = "palm"  # labkit.measure.flops variant of the numerator
     tokens: int = 0  # tokens per step (batch × seq); 0: not given
+    spread: float | None = None  # IQR/median of the timed repeats behind step_time_s; None: not given
 
     @property
     def peak_flops(self) -> float:

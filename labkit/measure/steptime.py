@@ -114,7 +114,23 @@ def measure_step(trainer: Any, tokens: np.ndarray, batch: int, seq: int, repeats
 
 def agreement_tolerance(a: Timing, b: Timing) -> float:
     """Largest relative difference of two medians of one step that noise explains (see AGREE_FLOOR) (Lab 02)."""
-    return min(AGREE_CAP, max(AGREE_FLOOR, AGREE_IQRS * max(a.spread, b.spread)))
+    return spread_tolerance(a.spread, b.spread)
+
+
+def spread_tolerance(spread_a: float, spread_b: float) -> float:
+    """:func:`agreement_tolerance` from two medians' IQR/median spreads (Lab 02)."""
+    return min(AGREE_CAP, max(AGREE_FLOOR, AGREE_IQRS * max(spread_a, spread_b)))
+
+
+def no_winner(a: Any, b: Any) -> bool:
+    """Whether two steps' FLOP rates (``mfu.Utilization`` s) differ by no more than their spreads allow (Lab 02).
+
+    The rule of :func:`same_step`, for two different steps: on rates, so steps of unequal FLOPs compare too
+    (equal FLOPs: the same as comparing times, whatever peak each MFU is against). A Utilization without a
+    ``spread`` counts as steady (the 5% floor), so two bare figures fall back to :func:`a_tie`.
+    """
+    tol = spread_tolerance(a.spread or 0.0, b.spread or 0.0)
+    return relative_gap(a.achieved_flops, b.achieved_flops) <= tol
 
 
 def relative_gap(a: float, b: float) -> float:
@@ -236,3 +252,20 @@ def why_slower(then_s: float, now_s: float, queued_then_s: float, queued_now_s: 
                 "kept the device waiting (launches, Python, or XLA updating its CUDA graphs)")
     return (f"{q}: the host explains {max(grew, 0) / slower:.0%} of the {slower * 1e3:.3g} ms the step lost, so the "
             "device spent it (slower kernels, a lower clock, or gaps inside the program)")
+
+
+def fixed_share(t_small_s: float, t_big_s: float, ratio: float, extra_flops: float, peak_flops: float) -> float | None:
+    """(Lab 02) Share of the smaller step that does not grow with its work, or None where noise decides it.
+
+    With step = fixed + work x cost, a step of ``ratio`` x the work takes t_big = fixed + ratio (t_small - fixed),
+    so fixed / t_small = (ratio t_small - t_big) / ((ratio - 1) t_small). The bigger step cannot do its
+    ``extra_flops`` faster than ``peak_flops`` (FLOP/s): a difference under extra_flops / peak_flops seconds
+    is noise, and so is any share it would give.
+    """
+    for v in (t_small_s, t_big_s, extra_flops, peak_flops):
+        relative_gap(v, v)  # positive numbers only
+    if not ratio > 1:
+        raise ValueError(f"ratio must be > 1 (the bigger step's work over the smaller's), got {ratio!r}")
+    if t_big_s - t_small_s < extra_flops / peak_flops:
+        return None
+    return (ratio * t_small_s - t_big_s) / ((ratio - 1) * t_small_s)

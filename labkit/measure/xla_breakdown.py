@@ -11,7 +11,7 @@ whatever the kernel is called:
   on a GPU), or a library call to cuBLAS (``__cublas$gemm``, ``__cublas$lt$matmul``);
 - **attention**: a call to cuDNN's fused attention (``__cudnn$fmha*``);
 - **collectives**, **copies and transposes**, **reductions** (LayerNorm, softmax, the loss, gradient
-  sums), **elementwise** fusions, and **other**.
+  sums), **scatters** (an embedding lookup's gradient), **elementwise** fusions, and **other**.
 
 While a trace is active XLA:GPU runs its command buffers (CUDA graphs) thunk by thunk, so each
 kernel keeps its annotation: kernel times are right, but the gaps between kernels are the traced
@@ -37,8 +37,9 @@ from typing import Any, Callable, Iterable
 MATMUL, ATTENTION = "matmul", "attention (cuDNN)"
 COLLECTIVE, LAYOUT = "collectives", "copies and transposes"
 REDUCTION = "reductions (norms, softmax, loss, gradient sums)"
+SCATTER = "scatters (the embedding's gradient)"  # a lookup's gradient: atomic adds on a GPU (Lab 02, section 6)
 ELEMENTWISE, OTHER = "elementwise fusions", "other"
-CATEGORIES = (MATMUL, ATTENTION, REDUCTION, ELEMENTWISE, LAYOUT, COLLECTIVE, OTHER)
+CATEGORIES = (MATMUL, ATTENTION, REDUCTION, SCATTER, ELEMENTWISE, LAYOUT, COLLECTIVE, OTHER)
 # OPTIMIZER: ops outside value_and_grad (gradient clipping, AdamW, a loss scale's update) and the few
 # XLA made without a name stack (op_name="" : a layout change it inserted, some reduce-windows).
 FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "rest (clipping, AdamW, ops with no name stack)"
@@ -110,7 +111,9 @@ def _category(opcode: str, target: str, inner: set[str]) -> str:
         return OTHER
     if opcode in _LAYOUT_OPS or (opcode == "fusion" and inner - _PLUMBING <= _LAYOUT_OPS):
         return LAYOUT
-    if ops & {"reduce", "reduce-window", "scatter", "sort"}:
+    if "scatter" in ops:  # before reductions: a fusion around a scatter often reduces too
+        return SCATTER
+    if ops & {"reduce", "reduce-window", "sort"}:
         return REDUCTION
     if opcode == "fusion" or inner:
         return ELEMENTWISE
@@ -378,8 +381,9 @@ def limited_by(b: XlaBreakdown, step_s: float, matmul_flops: float, peak_flops: 
     if any(op.startswith("command_buffer") and op not in b.ops for op in b.by_op_ns):  # CUDA graphs: see for_trace
         unknown += " (XLA command buffers: their kernels carry no HLO op; trace a copy compiled without them)"
     # Above the step by more than timing noise: ops overlapped, or the traced steps ran slower than the timed one.
-    overlap = (" (ops ran at once: XLA's CPU threads or several GPU streams; or the traced steps ran slower than "
-               "the timed one)") if busy_ms > 1.05 * step_ms else ""
+    at_once = "XLA's CPU threads" if b.source.startswith("host") else "several streams"
+    overlap = (f" (ops ran at once on {at_once}, or the traced steps ran slower than the timed one)"
+               if busy_ms > 1.05 * step_ms else "")
     return (f"{step_ms:.1f} ms/step: matmul + attention ops {mm_ms:.1f} ms at {rate / 1e12:.3g} TFLOP/s"
             f"{vs_peak}; other ops {busy_ms - mm_ms:.1f} ms ({top}){unknown}; summed op time {busy_ms:.1f} ms "
             f"= {busy_ms / step_ms:.0%} of the step{overlap}")

@@ -266,3 +266,16 @@ def test_drop_stderr_lines_keeps_every_other_line(capfd: pytest.CaptureFixture[s
         raise RuntimeError
     os.write(2, b"fd 2 is back\n")
     assert capfd.readouterr().err == "kept though it raised\nfd 2 is back\n"
+
+
+def test_against_step_reads_a_gpu_profile_as_idle_time_and_flags_an_inflated_cpu_one() -> None:
+    gpu = bd.OpBreakdown(({"category": bd.MATMUL, "ms per step": 18.0, "share": 1.0},),
+                                bd.BY_LAUNCHER)
+    assert bd.against_step(gpu, 20.0) == ("kernels ran 18 ms of the 20 ms step: the GPU idled 10% of it "
+                                                 "(launches, host work, syncs)")
+    cpu = bd.OpBreakdown(({"category": bd.MATMUL, "ms per step": 21.9, "share": 1.0},),
+                                bd.BY_CPU_SELF_TIME)
+    assert "more than the step" in bd.against_step(cpu, 13.2)  # Lab 02's CPU run: 21.9 ms of op time
+    assert "more than the step" not in bd.against_step(cpu, 21.0)
+    with pytest.raises(ValueError, match="step_ms"):
+        bd.against_step(cpu, 0.0)

@@ -185,3 +185,32 @@ def test_why_slower_charges_a_slowdown_to_the_host_or_the_device() -> None:
     assert steptime.why_slower(0.0485, 0.0351, 0.002, 0.002).startswith("not slower (48.5 -> 35.1 ms)")
     with pytest.raises(ValueError, match="two positive times"):
         steptime.why_slower(0.0351, 0.0485, 0.0, 0.002)
+
+
+def test_no_winner_widens_with_the_noisier_timing() -> None:
+    from dataclasses import replace
+
+    from labkit.measure import mfu
+
+    peak = mfu.explicit_peak(100.0, "bf16", "test chip")
+    a, b = (mfu.mfu(1e12, t, peak) for t in (0.100, 0.110))  # 10% apart
+    assert not steptime.no_winner(a, b)  # no spreads given: the 5% floor, so the faster one wins
+    assert steptime.no_winner(replace(a, spread=0.06), b)  # a 6% IQR/median: 12% is noise
+    assert not steptime.no_winner(replace(a, spread=0.04), replace(b, spread=0.02))  # 8%: still a winner
+    assert steptime.no_winner(replace(a, spread=0.5), b) and steptime.spread_tolerance(0.5, 0.0) == steptime.AGREE_CAP
+    assert steptime.spread_tolerance(0.01, 0.02) == steptime.AGREE_FLOOR
+    # Unequal FLOPs (Lab 02's equal-token shapes differ in attention work): judged on the rate, not the time.
+    c = mfu.mfu(1.2e12, 0.110, peak)  # 20% more FLOPs in the same 110 ms: a 20% faster rate, though no faster step
+    assert not steptime.no_winner(b, c) and steptime.no_winner(replace(b, spread=0.1), c)
+
+
+def test_fixed_share_solves_fixed_plus_work_and_refuses_a_gap_faster_than_the_peak() -> None:
+    # 2 ms fixed + 1 ms per unit of work: 1 unit -> 3 ms, 8 units -> 10 ms; the fixed cost is 2/3 of the small step.
+    assert steptime.fixed_share(0.003, 0.010, 8, 7e9, 1e13) == pytest.approx(2 / 3)
+    assert steptime.fixed_share(0.003, 0.024, 8, 7e9, 1e13) == pytest.approx(0.0)  # all work: 8x the time
+    # Lab 02 on a 2-core CPU: batch 8 took 0.75 ms more than batch 1 for 8x the FLOPs, which need >= 2.5 ms at peak.
+    assert steptime.fixed_share(0.0124, 0.01315, 8, 3.5e8, 1.4e11) is None
+    with pytest.raises(ValueError, match="ratio must be > 1"):
+        steptime.fixed_share(0.003, 0.010, 1, 7e9, 1e13)
+    with pytest.raises(ValueError, match="positive"):
+        steptime.fixed_share(0.003, 0.010, 8, 7e9, 0.0)

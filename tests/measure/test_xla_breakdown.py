@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from collections import Counter
 
 import numpy as np
@@ -45,6 +47,13 @@ GPU_HLO = """HloModule jit_step, is_scheduled=true, entry_computation_layout={(b
   ROOT %tuple.2 = (f32[8]{0}, f32[8]{0}, f32[8]{0}, f32[8]{0}, f32[8]{0}, /*index=5*/f32[8]{0}) tuple(%exponential.1, %exponential.1, %exponential.1, %exponential.1, %exponential.1, /*index=5*/%exponential.1)
 }
 
+%fused_scatter (param_0.4: f32[8,8], param_1.4: s32[4,1], param_2.4: f32[4,8]) -> f32[8,8] {
+  %param_0.4 = f32[8,8]{1,0} parameter(0)
+  %param_1.4 = s32[4,1]{1,0} parameter(1)
+  %param_2.4 = f32[4,8]{1,0} parameter(2)
+  ROOT %scatter.1 = f32[8,8]{1,0} scatter(%param_0.4, %param_1.4, %param_2.4), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=%region_0.1
+}
+
 %fused_transpose (param_0.2: bf16[8,8]) -> bf16[8,8] {
   %param_0.2 = bf16[8,8]{1,0} parameter(0)
   ROOT %transpose.1 = bf16[8,8]{0,1} transpose(%param_0.2), dimensions={1,0}
@@ -62,6 +71,9 @@ ENTRY %main.99 (p0: bf16[8,8], p1: f32[8,8], p2: f32[8], p3: f32[8], p4: f32[8],
   %loop_transpose_fusion = bf16[8,8]{0,1} fusion(%p0), kind=kLoop, calls=%fused_transpose, metadata={op_name="jit(step)/transpose(jvp())/transpose"}
   %all-reduce-start = f32[8,8]{1,0} all-reduce-start(%p1), replica_groups={}, to_apply=%region_0.1
   %copy.4 = bf16[8,8]{1,0} copy(%p0)
+  %idx = s32[4,1]{1,0} parameter(6)
+  %upd = f32[4,8]{1,0} parameter(7)
+  %input_scatter_fusion = f32[8,8]{1,0} fusion(%p1, %idx, %upd), kind=kInput, calls=%fused_scatter, metadata={op_name="jit(step)/transpose(jvp())/scatter-add"}
   %p2 = f32[8]{0} parameter(2)
   %loop_exponential_fusion = (f32[8]{0}, f32[8]{0}, f32[8]{0}, f32[8]{0}, f32[8]{0}, /*index=5*/f32[8]{0}) fusion(%p2), kind=kLoop, calls=%fused_multi
   %orphan_fusion = f32[8]{0} fusion(%p2), kind=kLoop, calls=%not_in_this_text
@@ -77,6 +89,8 @@ def test_classify_hlo_reads_what_each_gpu_op_is_not_its_kernel_name() -> None:
             "input_reduce_fusion": (xb.REDUCTION, xb.FORWARD), "loop_sqrt_fusion": (xb.ELEMENTWISE, xb.OPTIMIZER),
             "loop_transpose_fusion": (xb.LAYOUT, xb.BACKWARD), "all-reduce-start": (xb.COLLECTIVE, xb.OPTIMIZER),
             "copy.4": (xb.LAYOUT, xb.OPTIMIZER),
+            # the token embedding's gradient (H100: 10.9 ms of the gpt2-medium step): its own category, not a reduction
+            "input_scatter_fusion": (xb.SCATTER, xb.BACKWARD),
             # a header with /*index=5*/ (tuples of 6+) is still a computation: ENTRY's ops stay ENTRY's
             "loop_exponential_fusion": (xb.ELEMENTWISE, xb.OPTIMIZER), "orphan_fusion": (xb.OTHER, xb.OPTIMIZER)}
     assert {k: (ops[k].category, ops[k].phase) for k in want} == want
@@ -179,6 +193,8 @@ def test_limited_by_states_the_matmul_rate_from_its_kernel_time() -> None:
     assert "other ops 5.0 ms (elementwise fusions 5.0 ms" in line and line.endswith("= 80% of the step")
     assert "ops ran at once" in xb.limited_by(b, step_s=0.015, matmul_flops=15e12, peak_flops=2000e12)
     assert "ops ran at once" not in xb.limited_by(b, step_s=0.0195, matmul_flops=15e12, peak_flops=2000e12)  # 103%: noise
+    assert "at once on several streams" in xb.limited_by(replace(b, source="device planes"), 0.015, 15e12, 2000e12)
+    assert "at once on XLA's CPU threads" in xb.limited_by(replace(b, source="host threads"), 0.015, 15e12, 2000e12)
     b2 = xb.attribute([("cublas-lt-matmul.2", 10e6), ("not-in-hlo.1", 2e6)], ops, 1)
     assert "; 2.0 ms in ops the HLO text does not name;" in xb.limited_by(b2, 0.02, 1e12, None)
     # cuDNN's causal kernel skips the masked half of the attention FLOPs the count includes: 3 of the 15 TFLOP.
