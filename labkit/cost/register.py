@@ -195,6 +195,22 @@ def committed_metrics(device: str) -> dict[str, dict[str, Any]]:
     return {lab["name"][:2]: lab.get("metrics") or {} for lab in json.loads(path.read_text())["labs"]}
 
 
+def committed_run(device: str, lab: str) -> dict[str, Any]:
+    """(Lab 06) One lab's entry in a committed report: run (label, date), commit, metrics, runtime; {} if absent."""
+    path = committed_report(device)
+    if not path.exists():
+        return {}
+    report = json.loads(path.read_text())
+    entry = next((x for x in report["labs"] if x["name"][:2] == lab), None)
+    if entry is None:
+        return {}
+    # The history names each run (its date, and what shared the device); the entry names only its commit.
+    runs = [h["run"] for h in report.get("history", []) if h["name"] == entry["name"]
+            and h["commit"] == entry.get("commit") and h["status"] == entry["status"]]
+    return {"run": runs[-1] if runs else "run not in the report's history", "commit": entry.get("commit"),
+            "status": entry["status"], "metrics": entry.get("metrics") or {}, "runtime": report.get("runtime", {})}
+
+
 def discount_at_least(on_demand: float, spot: float, percent: int) -> bool:
     """(Lab 06) spot <= (1 - percent/100) x on-demand, in integer cents (no float edge)."""
     od, sp = round(on_demand * 100), round(spot * 100)   # cents per hour
@@ -279,7 +295,7 @@ Builder = Callable[..., Entry]
 __all__ = ["tally", "range_ends", "cheapest_first",
            "KINDS", "VERDICTS", "EVIDENCE", "CASE_RULE", "RANGE_RULE", "ABOUT", "about", "about_band",
            "over_range", "straddles", "both", "merge", "by_source", "ROOT",
-           "committed_report", "committed_metrics",
+           "committed_report", "committed_metrics", "committed_run",
            "ARTICLES", "Input", "sourced", "has_evidence",
            "Entry", "decide", "in_range", "over_cases", "discount_at_least", "untestable",
            "Register", "Builder"]

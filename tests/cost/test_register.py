@@ -136,3 +136,18 @@ def test_a_verdict_on_third_party_prices_only_says_so() -> None:
     assert e(tp).prices == "third-party only" and e(tp, own).prices == "incl. seller's own"
     assert R.untestable("y", "replace", "c", "n").prices == ""
     assert e(tp).as_dict()["prices"] == "third-party only"
+
+
+def test_committed_run_names_its_commit_and_run(tmp_path, monkeypatch) -> None:
+    import json
+    rep = {"runtime": {"memory_bytes": 85e9}, "labs": [{"name": "06_x", "status": "ok", "commit": "abc",
+                                                         "metrics": {"train_tokens_per_s": 1.0}}],
+           "history": [{"run": "run A", "commit": "old", "name": "06_x", "status": "ok"},
+                       {"run": "run B (shared)", "commit": "abc", "name": "06_x", "status": "ok"}]}
+    (tmp_path / "benchmarks" / "dev").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "dev" / "report.json").write_text(json.dumps(rep))
+    monkeypatch.setattr(R, "ROOT", tmp_path)
+    run = R.committed_run("dev", "06")
+    assert run["run"] == "run B (shared)" and run["commit"] == "abc" and run["metrics"]["train_tokens_per_s"] == 1.0
+    assert run["runtime"]["memory_bytes"] == 85e9
+    assert R.committed_run("dev", "05") == {} and R.committed_run("nope", "06") == {}

@@ -80,9 +80,24 @@ def _break_even_utilization(usd_reserved: float, tps_reserved: float, usd_on_dem
     on_demand = (cost.serve_cost_per_mtok, {"tokens_per_s": tps_on_demand,
                                             "usd_per_chip_hour": usd_on_demand})
     be = cost.break_even(reserved, on_demand, "utilization", 1e-9, 1.0, vary="a")
-    if be.value is None:  # the cases below always cross inside (0, 1]
+    if be.value is not None:
+        return be.value
+    # No crossing in (0, 1]: the reservation costs more per token even fully used, so it never pays. The
+    # answer is then the u > 1 that would tie (reserved $/token at u = 1, over on-demand's): above 1 = never.
+    full = cost.serve_cost_per_mtok(tps_reserved, usd_reserved).usd_per_mtok        # $/Mtok at u = 1
+    if full <= cost.serve_cost_per_mtok(tps_on_demand, usd_on_demand).usd_per_mtok:
         raise ValueError(be.reason)
-    return be.value
+    return full / cost.serve_cost_per_mtok(tps_on_demand, usd_on_demand).usd_per_mtok
+
+
+def _never_pays_clamped(got: Any, expected: Any, args: tuple) -> bool:
+    """Hint predicate: a case that never pays (u* > 1) answered 1, inf or None instead of u*."""
+    if float(expected) <= 1:
+        return False
+    try:
+        return float(got) == 1.0 or math.isinf(float(got))
+    except (TypeError, ValueError):
+        return got is None
 
 
 def check_break_even_utilization(fn: Callable[[float, float, float, float], float]) -> CheckResult:
@@ -90,11 +105,12 @@ def check_break_even_utilization(fn: Callable[[float, float, float, float], floa
     __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
     rng = _rng()
     cases = []
-    for _ in range(N_CASES):
+    for i in range(N_CASES):
         usd_od = float(rng.uniform(1, 10))                   # $/h, billed only while used
         tps_od = float(10 ** rng.uniform(2, 4))              # tokens/s
         tps_res = float(tps_od * rng.uniform(0.5, 2.0))      # reserved may be another chip
-        u_star = float(rng.uniform(0.05, 0.95))              # where they cross
+        # where they cross; the first two cases never pay (u* > 1: dearer per token even at full use)
+        u_star = float(rng.uniform(1.1, 2.5) if i < 2 else rng.uniform(0.05, 0.95))
         usd_res = u_star * usd_od * tps_res / tps_od         # $/h, billed around the clock
         cases.append((usd_res, tps_res, usd_od, tps_od))
     hints = [
@@ -106,10 +122,13 @@ def check_break_even_utilization(fn: Callable[[float, float, float, float], floa
         Hint(_inverse, "upside down: at break-even, "
              "usd_reserved / (tps_reserved x u) = usd_on_demand / tps_on_demand; solve for u."),
         Hint(ratio_is(100), "a fraction in (0, 1], not a percentage."),
+        Hint(_never_pays_clamped, "this reservation never pays: return the "
+             "formula's value even above 1 (no utilization up to 100% reaches it), not 1, inf or None."),
     ]
     return check_function("break-even utilization", fn, _break_even_utilization, cases,
                           hints=hints, explain="Below this utilization, paying only while you "
-                          "use it (on-demand) is cheaper per token than a reservation.")
+                          "use it (on-demand) is cheaper per token than a reservation;"
+                          " above 1, the reservation never pays.")
 
 
 # ---------------------------------------------------------------- 3. spot after preemption

@@ -103,3 +103,11 @@ def test_spot_explanation_is_computed_not_a_fixed_verdict() -> None:
     assert lab06.spot_explain().endswith("1 - 0.3 / 0.9 = 66.7% per useful hour.")
     assert "shrinks" not in lab06.check_spot_discount(spot_ref).message
     assert "= 50.0% per useful hour" in lab06.spot_explain(0.55, 0.1)   # 1 - 0.45 / 0.9
+
+
+def test_break_even_above_one_means_the_reservation_never_pays() -> None:
+    # $3/h reserved vs $2/h on-demand at the same tokens/s: dearer per token even fully used -> u* = 1.5, not clamped.
+    assert lab06._break_even_utilization(3.0, 1000.0, 2.0, 1000.0) == pytest.approx(1.5)
+    clamped = lambda a, ta, b, tb: min(1.0, be_ref(a, ta, b, tb))  # noqa: E731
+    with pytest.raises(Exception, match="never pays"):
+        lab06.check_break_even_utilization(clamped)
