@@ -6,6 +6,7 @@ Modules:
 - ``stablehlo``  one serialized StableHLO program that runs on CPU, CUDA and TPU
 - ``weights``    safetensors weights with a manifest
 - ``bundle``     one bundle and one loader: weights + programs bound by a signed manifest
+- ``manifest``   the manifest's error type, digests, schema and the identity (name, version) a server pins
 - ``publish``    writing a bundle: everything checked first, then swapped in whole (the old one kept on failure)
 - ``atomic``     files and folders written beside the target, fsync-ed and renamed in: never half-written
 - ``reference``  the shipped CPU reference every runtime checks itself against; bf16 top-1 and KL

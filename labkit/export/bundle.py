@@ -10,7 +10,10 @@ A bundle is a folder::
 **Integrity** (the digests) catches accidents: a flipped bit, a truncated copy, trailing bytes, a
 file from another bundle. It cannot stop someone who can edit the files — they rewrite the digests
 too. **Authenticity** (the signature) does: the verifier holds a key the bundle does not carry
-(an Ed25519 public key, or an HMAC secret), so an edited manifest no longer matches its signature.
+(an Ed25519 public key, or an HMAC secret) that the bundle's writer cannot change — pinned in the
+serving image or config, not read from beside the bundle — so an edited manifest no longer matches
+its signature. What the signature binds is the manifest: pin its ``name`` and ``version`` too
+(``verify(..., expected=...)``), or any other bundle the same key signed is accepted in its place.
 
 :func:`verify` reads every file once into memory and checks, in this order and before anything is
 deserialized: the signature (when a key is given), the manifest's schema, the config digests that
@@ -21,8 +24,15 @@ lengths, offsets, no trailing bytes) and each tensor's SHA-256. Only :meth:`Veri
 platforms and disabled safety checks, inside it, are checked once deserialized, before it is
 returned). Any refusal is a :class:`BundleError` naming the file.
 
-Verifying imports nothing from labkit (numpy, and lazily cryptography and jax), so a fresh serving
-process loads this file by path and verifies a bundle without the course or the model code.
+:meth:`Verified.program` also scans the program for custom-call targets: ``jax.export.deserialize``
+only parses the file, but calling the program compiles and runs it, and a custom call invokes whatever
+native function this process registered under its name. A target not in ``ALLOWED_CUSTOM_CALLS``
+(or the caller's ``allow``) is refused, so the check does not rest on the file's own
+``disabled_safety_checks`` field, which a hand-made file simply leaves empty.
+
+Verifying imports nothing from labkit but its sibling ``manifest`` (numpy, and lazily cryptography
+and jax), so a fresh serving process loads this file by path and verifies a bundle without the
+course or the model code.
 Writing a bundle is ``labkit.export.publish.write``, signing it ``labkit.export.publish.sign``
 (keys from ``publish.new_ed25519_key``): neither runs in the serving process.
 """
@@ -31,7 +41,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import math
 import os
 import re
@@ -43,50 +52,32 @@ from typing import Any
 
 import numpy as np
 
-FORMAT, VERSION = "labkit.export.bundle", 1
-MANIFEST, SIGNATURE, WEIGHTS = "bundle.json", "bundle.sig", "weights.safetensors"
+try:  # a module of labkit.export
+    from .manifest import (FORMAT, IDENTITY, MANIFEST, SIGNATURE, VERSION, WEIGHTS, _SAFE_NAME,  # noqa: F401
+                           BundleError,
+                           check_identity, check_schema, config_digest, ints, parse_json, program_tag, sha256)
+except ImportError:  # loaded by file path in a serving process without labkit (stablehlo._FRESH): its sibling too
+    import importlib.util
+    import sys
+
+    _spec = importlib.util.spec_from_file_location("bundle_manifest", Path(__file__).with_name("manifest.py"))
+    _mod = sys.modules["bundle_manifest"] = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_mod)
+    from bundle_manifest import (FORMAT, IDENTITY, MANIFEST, SIGNATURE, VERSION, WEIGHTS, _SAFE_NAME,  # noqa: F401
+                                 BundleError, check_identity, check_schema, config_digest, ints, parse_json,
+                                 program_tag, sha256)
+
 MAX_MANIFEST_BYTES = 1 << 20  # a manifest is a few KiB; a bigger one is not ours
 MAX_HEADER_BYTES = 100_000_000  # safetensors' own header limit (bytes)
 ST_DTYPES = {"F64": ("float64", 8), "F32": ("float32", 4), "F16": ("float16", 2), "BF16": ("bfloat16", 2),
              "I64": ("int64", 8), "I32": ("int32", 4), "I16": ("int16", 2), "I8": ("int8", 1),
              "U8": ("uint8", 1), "BOOL": ("bool", 1)}
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")  # no folders, no "..": files stay in the bundle
 Key = Any  # bytes (HMAC secret or PEM), a key file path (str/Path: never the secret itself), or an Ed25519 key
-
-
-class BundleError(ValueError):
-    """A bundle or weights file the loader refuses; the message names the file and the problem (Lab 05)."""
-
-
-def sha256(data: bytes) -> str:
-    """Hex SHA-256 of bytes (Lab 05)."""
-    return hashlib.sha256(data).hexdigest()
-
-
-def config_digest(config: dict[str, Any]) -> str:
-    """SHA-256 of a config dict in canonical JSON (sorted keys): what binds programs to weights (Lab 05)."""
-    return sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode())
-
-
-def program_tag(config: dict[str, Any], kind: str = "forward") -> str:
-    """The function name a program is exported under, e.g. gpt_forward_cfg1a2b...; it travels inside it (Lab 05)."""
-    return f"gpt_{kind}_cfg{config_digest(config)[:16]}"
-
-
-def parse_json(where: str, data: bytes | str, what: str = "not valid JSON",
-               error: type[BundleError] = BundleError) -> Any:
-    """json.loads that refuses with `error` naming the file: bad UTF-8, bad JSON, nesting too deep (Lab 05)."""
-    try:
-        return json.loads(data)
-    except RecursionError:  # "[[[[..." 100k deep: the parser recurses once per level and runs out of stack
-        raise error(f"{where}: {what} (nested too deeply to parse; a labkit file is a few levels deep)") from None
-    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise error(f"{where}: {what} ({e})") from None
-
-
-def _ints(x: Any) -> bool:
-    """A JSON list of ints >= 0; bools are ints to Python, so the type is compared exactly."""
-    return isinstance(x, list) and all(type(i) is int and i >= 0 for i in x)
+# The custom-call targets a program may name. jax.export.deserialize only parses a file; Exported.call compiles
+# and runs it, and a custom call then invokes whatever native function this process registered under that
+# name (the file brings no code, but may name any registered target). The course's programs name only JAX's
+# shape checks; a deployment whose programs need more (a LAPACK or cuDNN target) lists them explicitly.
+ALLOWED_CUSTOM_CALLS = frozenset({"shape_assertion"})
 
 
 def parse_safetensors(data: bytes, where: str, total: int | None = None
@@ -114,7 +105,7 @@ def parse_safetensors(data: bytes, where: str, total: int | None = None
         # Exact types: "4" or 4.0 as an offset, or true as a dimension, is not a file safetensors wrote.
         e = t if isinstance(t, dict) else {}
         dtype, shape, offsets = e.get("dtype"), e.get("shape"), e.get("data_offsets")
-        if not (isinstance(dtype, str) and dtype in ST_DTYPES and _ints(shape) and _ints(offsets)
+        if not (isinstance(dtype, str) and dtype in ST_DTYPES and ints(shape) and ints(offsets)
                 and len(offsets) == 2):
             raise BundleError(f"{where}: malformed header entry for tensor {name!r}: {str(t)[:120]}; expected "
                               '{"dtype": "F32", "shape": [ints], "data_offsets": [begin, end]}')
@@ -234,42 +225,6 @@ def _check_signature(root: Path, raw: bytes, key: Key) -> str:
 # ---------------------------------------------------------------- verifying and loading
 
 
-def _fields(where: str, prefix: str, obj: Any, fields: dict[str, type]) -> None:
-    """Refuse `obj` unless it is an object whose `fields` have these JSON types, its "file" a plain name."""
-    if not isinstance(obj, dict):
-        raise BundleError(f"{where}: {prefix.rstrip('.') or 'manifest'} is not an object")
-    for k, typ in fields.items():
-        if type(obj.get(k)) is not typ:  # exact, as json.loads builds them: true is not a byte count
-            got = "missing" if k not in obj else f"a {type(obj[k]).__name__}"
-            raise BundleError(f"{where}: field '{prefix}{k}' is {got}, expected a {typ.__name__}")
-    if "file" in fields and not _SAFE_NAME.match(obj["file"]):
-        raise BundleError(f"{where}: {prefix}file {obj['file']!r} is not a plain file name in the bundle")
-
-
-def _schema(m: Any, where: str) -> None:
-    """Refuse a manifest whose shape is wrong, naming the first missing or mistyped field."""
-    if not isinstance(m, dict):
-        raise BundleError(f"{where}: the manifest is a JSON {type(m).__name__}, not an object")
-    if m.get("format") != FORMAT:
-        raise BundleError(f"{where}: format {m.get('format')!r}, expected {FORMAT!r}")
-    if m.get("bundle_version") != VERSION:
-        raise BundleError(f"{where}: bundle_version {m.get('bundle_version')!r}; this labkit reads {VERSION}. "
-                          "Upgrade labkit or re-export the bundle.")
-    entry = {"file": str, "bytes": int, "sha256": str}
-    # The top level first: the checks below iterate "weights" and "programs", so they must be objects.
-    _fields(where, "", m, {"config": dict, "config_sha256": str, "weights": dict, "programs": dict})
-    _fields(where, "weights.", m["weights"], {**entry, "tensors": list})
-    for k, p in m["programs"].items():
-        _fields(where, f"programs.{k}.", p, {**entry, "platforms": list, "config_sha256": str})
-    for i, t in enumerate(m["weights"]["tensors"]):
-        if not (isinstance(t, list) and len(t) == 4 and isinstance(t[0], str) and isinstance(t[1], str)
-                and _ints(t[2]) and isinstance(t[3], str)):
-            raise BundleError(f"{where}: weights.tensors[{i}] must be [name, dtype, shape, sha256], got {str(t)[:80]}")
-    for k, p in m["programs"].items():
-        if not all(isinstance(x, str) for x in p["platforms"]):
-            raise BundleError(f"{where}: programs.{k}.platforms must list platform names, got {p['platforms']}")
-
-
 def _regular_size(p: Path, where: str) -> int:
     """The size of a listed file that is a regular file in the bundle itself: not absent, a link or a folder."""
     try:
@@ -314,8 +269,9 @@ class Verified:
         """The weights as {name: array}, copied out of the verified bytes (Lab 05)."""
         return tensors_from(self.blobs[self.manifest["weights"]["file"]], self.index)
 
-    def program(self, name: str = "forward") -> Any:
-        """Deserialize a verified program; refuse another config's, other platforms', or checks off (Lab 05)."""
+    def program(self, name: str = "forward", allow: frozenset[str] = ALLOWED_CUSTOM_CALLS) -> Any:
+        """Deserialize a verified program; refuse another config's, other platforms', checks off, or a custom
+        call not in `allow` (Lab 05)."""
         import jax
 
         entry = self.manifest["programs"].get(name)
@@ -336,6 +292,19 @@ class Verified:
         if exp.disabled_safety_checks:  # it could run where it was not lowered for, or call unguaranteed targets
             raise BundleError(f"{where}: checks disabled at export {[str(c) for c in exp.disabled_safety_checks]}"
                               " (platform or custom-call safety checks); re-export it without disabled_checks")
+        # Every platform's lowering is in the one module: a target refused here is refused on every chip.
+        try:  # this jaxlib's StableHLO reader: an artifact outside its compatibility window fails here
+            text = exp.mlir_module()
+        except Exception as e:  # noqa: BLE001  the bytes are verified: any failure is this jaxlib's refusal
+            first = str(e).splitlines()[0][:200] if str(e) else ""
+            raise BundleError(f"{where}: this jaxlib cannot read its StableHLO ({type(e).__name__}: {first})") from None
+        # pretty form `stablehlo.custom_call @target(`; generic form `call_target_name = "target"`
+        named = set(re.findall(r"custom_call @([\w.$-]+)", text)) | set(re.findall(r'call_target_name = "([^"]+)"',
+                                                                                     text))
+        if named - set(allow):
+            raise BundleError(f"{where}: calls custom-call target(s) {sorted(named - set(allow))}, not on the "
+                              f"loader's allowlist {sorted(allow)}: running it would invoke native code registered "
+                              "under that name; re-export without it, or add the target to `allow` if you trust it")
         return exp
 
     def summary(self) -> str:
@@ -343,8 +312,10 @@ class Verified:
         c, m = self.manifest["config"], self.manifest
         progs = ", ".join(f"{k} [{'/'.join(p['platforms'])}]" for k, p in m["programs"].items()) or "no programs"
         size = sum(len(b) for b in self.blobs.values()) / 2**20
-        return (f"OK {self.root.name}: GPT {c.get('n_layer')}x{c.get('d_model')} (n_head {c.get('n_head')}), "
-                f"{len(self.index)} tensors, {progs}, {size:.2f} MiB; digests match; signature: {self.signature}")
+        ident = " ".join(m[k] for k in IDENTITY if k in m)  # name and version, where the publisher set them
+        return (f"OK {self.root.name}{f' ({ident})' if ident else ''}: GPT {c.get('n_layer')}x{c.get('d_model')} "
+                f"(n_head {c.get('n_head')}), {len(self.index)} tensors, {progs}, {size:.2f} MiB; digests match; "
+                f"signature: {self.signature}")
 
 
 def _weights_config(where: str, meta: dict[str, str]) -> dict[str, Any]:
@@ -357,8 +328,12 @@ def _weights_config(where: str, meta: dict[str, str]) -> dict[str, Any]:
     return wcfg
 
 
-def verify(path: str | Path, key: Key | None = None) -> Verified:
-    """Check a bundle (folder or its bundle.json) before anything is deserialized -> Verified (Lab 05)."""
+def verify(path: str | Path, key: Key | None = None, expected: dict[str, str] | None = None) -> Verified:
+    """Check a bundle (folder or its bundle.json) before anything is deserialized -> Verified (Lab 05).
+
+    ``expected`` (e.g. ``{"name": "lab05-gpt", "version": "3"}``, from the serving config) refuses a bundle
+    whose manifest names another model or release: with a key, what that key signed; without one, a label.
+    """
     if not str(path).strip():
         raise BundleError("no bundle path given: pass the bundle's folder (or its bundle.json)")
     root = Path(path)
@@ -375,7 +350,8 @@ def verify(path: str | Path, key: Key | None = None) -> Verified:
     signature = _check_signature(root, raw, key) if key is not None else (
         "unchecked (no key given)" if (root / SIGNATURE).is_file() else "none")
     m = parse_json(where, raw)
-    _schema(m, where)
+    check_schema(m, where)
+    check_identity(m, expected, where)
     if config_digest(m["config"]) != m["config_sha256"]:
         raise BundleError(f"{where}: config_sha256 does not match the config it sits next to")
     for name, p in m["programs"].items():

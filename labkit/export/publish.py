@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from labkit.export.atomic import replace_folder, write_file
-from labkit.export.bundle import (FORMAT, MANIFEST, SIGNATURE, VERSION, WEIGHTS, _SAFE_NAME, BundleError, Key,
-                                  _as_key, config_digest, parse_safetensors, sha256)
+from labkit.export.bundle import Key, _as_key, parse_safetensors
+from labkit.export.manifest import (FORMAT, IDENTITY, MANIFEST, SIGNATURE, VERSION, WEIGHTS, _SAFE_NAME, BundleError,
+                                    config_digest, sha256)
 
 
 _RESERVED = ("format", "bundle_version", "config", "config_sha256", "weights", "programs")
@@ -64,6 +65,9 @@ def write(root: str | Path, config: dict[str, Any], weights: bytes, programs: di
         what = sorted(set(info) & set(_RESERVED)) if isinstance(info, dict) else type(info).__name__
         raise BundleError(f"info must be a dict of extra manifest fields, not {what}: the manifest's own fields "
                           f"{list(_RESERVED)} are written by write(); nothing was written")
+    bad = [k for k in IDENTITY if k in (info or {}) and not (isinstance(info[k], str) and info[k])]
+    if bad:  # the name and version a server pins (manifest.check_identity): non-empty strings
+        raise BundleError(f"info[{bad[0]!r}] must be a non-empty str, got {info[bad[0]]!r}; nothing was written")
     tensors, _, _ = parse_safetensors(bytes(weights), f"{root.name}/{WEIGHTS}")
     try:
         cfg_sha = config_digest(config)
@@ -100,6 +104,17 @@ def new_ed25519_key() -> tuple[bytes, bytes]:
     return (sk.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption()),
             sk.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+
+
+def fingerprint(public_key: Key) -> str:
+    """"sha256:<hex>" of an Ed25519 public key's 32 raw bytes: what a serving config pins and compares (Lab 05)."""
+    from cryptography.hazmat.primitives import serialization
+
+    alg, k = _as_key(public_key, private=False)  # a private key gives its public half's fingerprint
+    if alg != "ed25519":
+        raise BundleError("an HMAC secret has no public fingerprint: publishing one would leak a hash of the secret")
+    raw = k.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return "sha256:" + sha256(raw)
 
 
 def _signature(raw: bytes, key: Key) -> bytes:

@@ -63,8 +63,11 @@ __all__ = [
 
 
 def save_bundle(model: Any, path: str | Path, programs: tuple[str, ...] = ("forward",), key: Any = None,
-                platforms: tuple[str, ...] = PLATFORMS, source: str | None = None) -> dict[str, Any]:
+                platforms: tuple[str, ...] = PLATFORMS, source: str | None = None, name: str | None = None,
+                version: str | None = None) -> dict[str, Any]:
     """Write a model's weights and its exported programs ("forward", "step") as one bundle; sign if `key` (Lab 05).
+
+    ``name`` and ``version`` go into the (signed) manifest: what ``bundle.verify(..., expected=...)`` pins.
 
     Everything (programs, key, manifest) is checked before the disk is touched, and the folder is
     swapped in whole (``labkit.export.publish``): a failure leaves the previous bundle as it was.
@@ -80,9 +83,9 @@ def save_bundle(model: Any, path: str | Path, programs: tuple[str, ...] = ("forw
     cfg: GPTConfig = model.cfg
     data, wmanifest = weights_bytes(model, source)
     progs, exps = {}, []
-    for name in programs:  # each export bakes "highest" matmul precision in: true fp32 matmuls everywhere
-        exps.append(exp := export[name](cfg, platforms=platforms))
-        progs[name] = (exp.serialize(), list(exp.platforms))
+    for prog in programs:  # each export bakes "highest" matmul precision in: true fp32 matmuls everywhere
+        exps.append(exp := export[prog](cfg, platforms=platforms))
+        progs[prog] = (exp.serialize(), list(exp.platforms))
     facts = artifact_facts(exps[-1]) if exps else {}  # one exporter: every program has its versions
     import jax
     import jaxlib
@@ -93,15 +96,17 @@ def save_bundle(model: Any, path: str | Path, programs: tuple[str, ...] = ("forw
             "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "exported_with": {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "stablehlo": facts.get("stablehlo"),
                               "calling_convention": facts.get("calling_convention")}}
+    info.update({k: v for k, v in (("name", name), ("version", version)) if v is not None})
     return publish.write(path, asdict(cfg), data, progs, info, key=key)  # signed inside: one swap
 
 
-def load_bundle(path: str | Path, model: Any, key: Any = None) -> tuple[Any, Verified]:
+def load_bundle(path: str | Path, model: Any, key: Any = None,
+                expected: dict[str, str] | None = None) -> tuple[Any, Verified]:
     """Verify a bundle, then fill a FlaxGPT or TorchGPT (any device) from it -> (model, Verified) (Lab 05).
 
     Everything is checked before the model is touched: a refused bundle leaves it unchanged.
     """
-    v = bundle.verify(path, key)
+    v = bundle.verify(path, key, expected)  # expected: the name/version the server pins
     where = f"{v.root.name}/{v.manifest['weights']['file']}"
     try:
         cfg = GPTConfig(**v.manifest["config"])

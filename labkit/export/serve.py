@@ -325,9 +325,9 @@ class ServeStats:
     new_tokens: int
     ttft_p50_ms: float
     ttft_p95_ms: float
-    tpot_p50_ms: float
-    tpot_p95_ms: float
-    tokens_per_s: float  # tokens_per_s() of the p50 TTFT and TPOT: a host stall cannot inflate it
+    tpot_p50_ms: float  # a decode step of the whole batch, pooled over every step: nearer vLLM's ITL than its TPOT
+    tpot_p95_ms: float  # (TPOT is a per-request mean, (e2e - ttft) / (n - 1), percentiled across requests)
+    tokens_per_s: float  # tokens_per_s() of the p50 TTFT and p50 step: a host stall cannot inflate it
     repeats: int
 
     def row(self) -> dict[str, Any]:

@@ -222,16 +222,25 @@ def stablehlo_excerpt(exported: Any, n_ops: int = 12) -> str:
 
 
 # A serving process that needs only jax and numpy: it loads labkit's bundle verifier by file path
-# (bundle.py imports nothing from labkit), so neither the course nor the model code is imported.
+# (bundle.py imports nothing from labkit but its sibling manifest.py, loaded by path too). It runs isolated
+# (python -I: no current folder, no user site, no PYTHON* variables) and a meta-path hook makes importing
+# the model libraries fail, so it *cannot* lean on them, however the venv is set up; it reports both.
+FORBIDDEN = ("flax", "labkit", "torch", "safetensors")
 _FRESH = r"""
 import importlib.util, json, sys, time
+FORBIDDEN = @FORBIDDEN@
+class Refuse:  # runs before any other finder: an import of these names fails, whoever asks for it
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in FORBIDDEN:
+            raise ImportError(f"{name}: refused in this serving process (no model code here)")
+sys.meta_path.insert(0, Refuse())
 import numpy as np, jax
-root, key, tokens_in, out, verifier = sys.argv[1:6]
+root, key, tokens_in, out, verifier, expected = sys.argv[1:7]
 spec = importlib.util.spec_from_file_location("bundle_verifier", verifier)
 B = sys.modules["bundle_verifier"] = importlib.util.module_from_spec(spec)  # dataclasses look it up
 spec.loader.exec_module(B)
 try:
-    v = B.verify(root, key or None)  # signature, digests, structure: before anything is deserialized
+    v = B.verify(root, key or None, json.loads(expected))  # signature, pin, digests: before deserializing
     exp, flat = v.program("forward"), v.tensors()
 except B.BundleError as e:
     print(json.dumps({"refused": str(e)})); sys.exit(3)
@@ -239,18 +248,29 @@ tokens = np.load(tokens_in)
 t0 = time.perf_counter()
 logits = np.asarray(exp.call(flat, tokens))
 np.save(out, logits)
+def refused(m):  # the hook at work: each forbidden import must fail here
+    try:
+        importlib.import_module(m)
+        return False
+    except ImportError:
+        return True
 print(json.dumps({"platform": jax.devices()[0].platform, "jax": jax.__version__, "signature": v.signature,
-                  "seconds": time.perf_counter() - t0, "modules": sorted(
-                      m for m in ("flax", "labkit", "torch", "safetensors") if m in sys.modules)}))
-"""
+                  "seconds": time.perf_counter() - t0, "isolated": bool(sys.flags.isolated),
+                  "modules": sorted(m for m in FORBIDDEN if m in sys.modules),
+                  "import_refused": sorted(m for m in FORBIDDEN if refused(m))}))
+""".replace("@FORBIDDEN@", repr(FORBIDDEN))
 
 
 def run_fresh_process(bundle_dir: str | Path, tokens: np.ndarray, key: str | Path | None = None,
-                      platform: str | None = None, timeout_s: float = 300) -> tuple[np.ndarray, dict[str, Any]]:
+                      platform: str | None = None, timeout_s: float = 300,
+                      expected: dict[str, str] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
     """Verify a bundle and run its forward program in a new Python process (jax only) -> (logits, info) (Lab 05).
 
+    The child runs with ``python -I`` and refuses to import ``FORBIDDEN`` (flax, labkit, torch, safetensors):
+    ``info["modules"]`` lists those it imported (none), ``info["import_refused"]`` those whose import failed.
     ``key`` is a key *file* (Ed25519 public key PEM, or an HMAC secret): with it the child refuses
-    an unsigned or edited bundle. A refusal raises ``bundle.BundleError`` with the child's reason.
+    an unsigned or edited bundle; with ``expected`` (name, version), one that is not the pinned model.
+    A refusal raises ``bundle.BundleError`` with the child's reason.
     ``platform`` (e.g. "cpu") sets the child's ``JAX_PLATFORMS``. By default the child uses what it
     finds, except next to a TPU: a TPU chip belongs to one process at a time, and this one already
     holds it, so the child then runs the artifact's CPU lowering.
@@ -265,8 +285,8 @@ def run_fresh_process(bundle_dir: str | Path, tokens: np.ndarray, key: str | Pat
     with tempfile.TemporaryDirectory() as d:
         tin, tout = Path(d) / "tokens.npy", Path(d) / "logits.npy"
         np.save(tin, np.asarray(tokens, dtype=np.int32))
-        argv = [str(bundle_dir), str(key or ""), str(tin), str(tout), bundle.__file__]
-        r = subprocess.run([sys.executable, "-c", _FRESH, *argv], capture_output=True, text=True,
+        argv = [str(bundle_dir), str(key or ""), str(tin), str(tout), bundle.__file__, json.dumps(expected)]
+        r = subprocess.run([sys.executable, "-I", "-c", _FRESH, *argv], capture_output=True, text=True,
                            timeout=timeout_s, env=env)
         last = (r.stdout.strip().splitlines() or ["{}"])[-1]
         if r.returncode == 3:

@@ -214,3 +214,58 @@ def test_parse_safetensors_structure_checks() -> None:
                        (b"\x04" + b"\0" * 7 + b"[1,]", "not JSON"), (b"\x02" + b"\0" * 7 + b"[]", "not an object")):
         with pytest.raises(BundleError, match=rf"x.safetensors: .*{match}"):
             bundle.parse_safetensors(bad, "x.safetensors")
+
+
+def test_a_program_calling_a_target_off_the_allowlist_is_refused(good: Path) -> None:
+    """A custom call JAX guarantees (so no check is disabled) but the loader does not allow: refused by name."""
+    import jax
+    import jax.numpy as jnp
+
+    from labkit.export import stablehlo
+    from tests.export.bundle_cases import _edit
+
+    fwd = stablehlo.forward_fn(CFG)
+
+    def fn(flat: dict[str, Any], tokens: Any) -> Any:  # the forward pass plus a LAPACK call (QR) on the CPU
+        return fwd(flat, tokens) + 0 * jnp.linalg.qr(flat["wte.weight"][:4, :4])[0].sum()
+
+    b, t = jax.export.symbolic_shape("b, t", constraints=(f"t <= {CFG.seq_len}",))
+    exp = jax.export.export(jax.jit(stablehlo._tagged(fn, CFG, "forward")), platforms=["cpu"])(
+        stablehlo.weight_specs(CFG), jax.ShapeDtypeStruct((b, t), np.int32))
+    extra = set(stablehlo.artifact_facts(exp)["custom_calls"]) - bundle.ALLOWED_CUSTOM_CALLS
+    assert extra and not exp.disabled_safety_checks  # nothing in the file's own fields gives it away
+    (good / P).write_bytes(exp.serialize())
+    _edit(good, lambda m: m["programs"]["forward"].update(platforms=["cpu"]))
+    _rehash(good)
+    with pytest.raises(BundleError, match=rf"gpt/{P}: calls custom-call target\(s\) \['{sorted(extra)[0]}'"):
+        bundle.verify(good).program("forward")
+    bundle.verify(good).program("forward", allow=bundle.ALLOWED_CUSTOM_CALLS | extra)  # a deployment's own list
+
+
+def test_the_course_programs_pass_the_allowlist(tmp_path: Path) -> None:
+    from labkit.export import reference
+
+    routes.save_bundle(FlaxGPT(CFG, rngs=nnx.Rngs(0)), tmp_path / "b", programs=("forward", "step"))
+    v = bundle.verify(tmp_path / "b")
+    for name in ("forward", "step"):
+        assert set(routes.artifact_facts(v.program(name))["custom_calls"]) <= bundle.ALLOWED_CUSTOM_CALLS
+    bundle.verify(reference.load_reference().bundle).program("forward")  # the shipped reference's program
+
+
+def test_a_pinned_name_and_version_refuse_substitution_and_rollback(tmp_path: Path) -> None:
+    """The signature binds the manifest; only a pinned identity tells two bundles of one key apart."""
+    model = FlaxGPT(CFG, rngs=nnx.Rngs(0))
+    for name, version in (("lab05-gpt", "2"), ("lab05-gpt", "1"), ("other-gpt", "2")):
+        routes.save_bundle(model, tmp_path / f"{name}-{version}", key=SK, name=name, version=version)
+    routes.save_bundle(model, tmp_path / "unnamed", key=SK)
+    pin = {"name": "lab05-gpt", "version": "2"}
+    v = bundle.verify(tmp_path / "lab05-gpt-2", PK, expected=pin)
+    assert v.manifest["name"] == "lab05-gpt" and v.summary().startswith("OK lab05-gpt-2 (lab05-gpt 2): GPT")
+    for other, match in (("other-gpt-2", "name is 'other-gpt'"), ("lab05-gpt-1", "version is '1'"),
+                         ("unnamed", "name is missing")):
+        assert bundle.verify(tmp_path / other, PK).signature == "ed25519"  # same key: the signature alone passes
+        with pytest.raises(BundleError, match=rf"{other}/bundle.json: {match}, the server expects"):
+            routes.load_bundle(tmp_path / other, TorchGPT(CFG), key=PK, expected=pin)
+    for bad in ({}, {"model": "x"}, "lab05-gpt"):
+        with pytest.raises(BundleError, match="expected must map some of"):
+            bundle.verify(tmp_path / "lab05-gpt-2", PK, expected=bad)

@@ -95,3 +95,21 @@ def test_a_folder_that_is_not_a_bundle_is_never_replaced(tmp_path: Path) -> None
     for target in (tmp_path / "f", tmp_path / "f" / "gpt"):
         with pytest.raises(BundleError, match="is a file"):
             publish.write(target, asdict(CFG), WB, {})
+
+
+def test_fingerprint_is_the_public_keys_and_refuses_a_secret(tmp_path: Path) -> None:
+    fp = publish.fingerprint(PK)
+    assert fp.startswith("sha256:") and len(fp) == 7 + 64
+    assert publish.fingerprint(SK) == fp  # a private key: its public half's
+    (tmp_path / "k.pub").write_bytes(PK)
+    assert publish.fingerprint(tmp_path / "k.pub") == fp  # from the file a serving config names
+    assert publish.fingerprint(publish.new_ed25519_key()[1]) != fp
+    with pytest.raises(BundleError, match="an HMAC secret has no public fingerprint"):
+        publish.fingerprint(b"a-shared-secret-of-32-bytes-long")
+
+
+def test_identity_fields_must_be_non_empty_strings(tmp_path: Path) -> None:
+    for bad in ({"name": 3}, {"version": ""}):
+        with pytest.raises(BundleError, match=r"info\['(name|version)'\] must be a non-empty str"):
+            publish.write(tmp_path / "gpt", asdict(CFG), WB, {}, bad)
+    assert not (tmp_path / "gpt").exists()

@@ -120,8 +120,8 @@ def test_a_stablehlo_this_jaxlib_cannot_read_is_refused_whatever_the_error_says(
     monkeypatch.setattr(jax.export.Exported, "mlir_module", unreadable)
     assert not R.REFUSAL.search("RuntimeError: unknown attribute '#vhlo.frobnicate_v9'")  # no keyword to go by
     s = R.shipped_forward(ref)
-    assert s.refused == ("BundleError: this jaxlib cannot read its StableHLO (RuntimeError: unknown attribute "
-                         "'#vhlo.frobnicate_v9')"), s.refused
+    assert s.refused == ("BundleError: bundle/forward.jaxexport: this jaxlib cannot read its StableHLO (RuntimeError: "
+                         "unknown attribute '#vhlo.frobnicate_v9')"), s.refused  # the loader reads it, naming the file
     monkeypatch.undo()
     assert np.abs(np.asarray(s.program.call(s.flat, ref.tokens)) - ref.logits).max() <= 1e-4  # the re-export runs
 

@@ -60,6 +60,7 @@ def test_fresh_process_parity_with_torch(artifact, models) -> None:
     tokens = _tokens(3, CFG.seq_len)
     logits, info = export_hlo.run_fresh_process(root, tokens)
     assert info["modules"] == [], "the artifact must run without flax, labkit, torch or safetensors"
+    assert info["isolated"] and info["import_refused"] == sorted(export_hlo.FORBIDDEN), "the child could import them"
     assert info["signature"] == "none"
     assert info["platform"] == jax.devices()[0].platform
     with torch.no_grad():
@@ -99,7 +100,7 @@ def test_fresh_process_platform_next_to_an_accelerator(monkeypatch, tmp_path: Pa
     with pytest.raises(RuntimeError, match=r"fresh process failed \(exit 1\):\nchild not started"):
         export_hlo.run_fresh_process(tmp_path / "gpt", _tokens(1, 4), platform=platform)
     (cmd, env), = seen
-    assert cmd[1:3] == ["-c", export_hlo._FRESH]
+    assert cmd[1:4] == ["-I", "-c", export_hlo._FRESH]  # isolated: no current folder, no PYTHON* variables
     assert env.get("JAX_PLATFORMS") == expected
     assert env["PATH"] == os.environ["PATH"]  # the rest of the environment is inherited
 
@@ -129,6 +130,8 @@ def test_fresh_process_refuses_what_the_loader_refuses(artifact, tmp_path: Path)
     (tmp_path / "pub.pem").write_bytes(pk)
     with pytest.raises(bundle.BundleError, match=r"gpt/bundle.sig: missing, but a key was given"):
         export_hlo.run_fresh_process(artifact[0], _tokens(1, 4), key=tmp_path / "pub.pem")
+    with pytest.raises(bundle.BundleError, match=r"gpt/bundle.json: name is missing, the server expects 'lab05-gpt'"):
+        export_hlo.run_fresh_process(artifact[0], _tokens(1, 4), expected={"name": "lab05-gpt"})  # an unnamed bundle
 
 
 def test_fresh_process_refuses_a_program_exported_for_another_config(models, tmp_path: Path) -> None:
