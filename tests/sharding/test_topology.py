@@ -118,3 +118,16 @@ def test_empty_arrays_and_groups_of_one_cost_nothing() -> None:
     assert T.collective_time("all-gather", D, 1, V5E8) == 0.0
     assert T.price(V5E8, "all-reduce", 0)["best ms"] == 0.0
     assert T.table_time([], V5E8) == 0.0
+
+
+def test_lab03_model_claims_from_the_spec_table() -> None:
+    # Lab 03 prints these; they are functions of the spec table's link figures only, so they are checked here.
+    gib = 2**30
+    line = T.price("TPU v5e-8", "all-reduce", gib, n=4)
+    assert line["bidirectional ring ms"] == line["ring ms"]  # a line: both directions share each link
+    assert T.collective_time("all-reduce", gib, 16, "TPU v5e-256", "bidirectional ring") < line["ring ms"] / 1e3
+    best = {k: T.price(k, "all-reduce", gib)["best ms"] for k in ("8x H100 SXM", "256x H100 SXM", "TPU v5e-8", "TPU v5e-256")}
+    assert best["256x H100 SXM"] / best["8x H100 SXM"] > 1 > best["TPU v5e-256"] / best["TPU v5e-8"]
+    # Per byte, every group of the v5e-8 is slower than the H100 switch; its 4- and 2-chip lines slower than its ring.
+    assert all(T.best_gbs("TPU v5e-8", n) < T.best_gbs("8x H100 SXM", n) for n in (8, 4, 2))
+    assert T.best_gbs("TPU v5e-8", 4) < T.best_gbs("TPU v5e-8", 8) and T.best_gbs("TPU v5e-8", 2) < T.best_gbs("TPU v5e-8", 8)
