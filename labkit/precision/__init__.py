@@ -17,5 +17,6 @@ Modules:
 - ``train``       train the course GPT in fp32, bf16, fp16 + loss scaling (PyTorch, and the runs of both)
 - ``train_jax``   the JAX half of that training
 - ``master``      master weights and optimizer state: bytes by dtype, read from each run's real trees
+- ``reference_run`` the committed H100 run's Lab 04 figures, read from benchmarks/ with their commit and date
 - ``plots``       Lab 04's pictures: number lines, accumulation, loss scaling, curves, speed
 """

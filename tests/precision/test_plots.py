@@ -64,6 +64,7 @@ def test_loss_curves_title_is_the_largest_gap_in_floors() -> None:
     ax, dx = plots.plot_loss_curves(losses, other, judged).axes
     assert "torch bf16 0.2 nats = 2x" in dx.get_title() and "within noise" in dx.get_title()
     assert "nats / token" in ax.get_ylabel() and len(ax.get_lines()) == 6  # 4 runs + 2 other-seed runs
+    assert dx.get_yscale() == "symlog" and "symlog, linear within ±0.001" in dx.get_ylabel()  # floor 0.1 / 100
     judged[("torch", "bf16")] = noise.judge([v + 0.3 for v in ref], ref, other["torch"], start=5)
     assert "NOT within noise" in plots.plot_loss_curves(losses, other, judged).axes[1].get_title()
     assert "below fp32" not in plots.plot_loss_curves(losses, other, judged).axes[1].get_title()
