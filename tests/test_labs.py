@@ -218,7 +218,7 @@ def test_lab02_breakdown_on_a_recorded_h100_profile(capsys: pytest.CaptureFixtur
     cell = next("".join(c["source"]) for c in _nb(ROOT / "labs/02_mfu.ipynb")["cells"]
                 if c["cell_type"] == "code" and "if ops is not None:" in "".join(c["source"]))
     recorded: dict[str, object] = {}
-    ns = {"ops": ops, "tc": SimpleNamespace(flops=1e9), "step_s": {"torch": kernel_ms * 1.25 / 1e3}, "bench": bench,
+    ns = {"ops": ops, "tc": SimpleNamespace(flops=1e9), "now_step_s": {"torch": kernel_ms * 1.25 / 1e3}, "bench": bench,
           "breakdown": breakdown, "bound": SimpleNamespace(flops=989e12, kind="spec", label=lambda: "spec bf16 peak"), "slack": 1.0,
           "torch_ceiling": lambda: 989e12,  # section 6's first cell: the spec peak on a GPU
           "measure_into": lambda *a: pytest.fail("a spec peak is not measured again"), "DTYPE": "bf16",
