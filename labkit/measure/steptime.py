@@ -155,9 +155,10 @@ def a_tie(a: float, b: float) -> bool:
 def host_share(trainer: Any, batch: tuple[Any, Any], repeats: int = 3) -> tuple[float, float]:
     """Seconds until ``trainer.step(*batch)`` returns (queued) and until it finished, best of ``repeats`` (Lab 02).
 
-    Both frameworks queue a step's kernels and return (asynchronous dispatch): queued well under done
-    means the device sets the pace; queued close to done means the host does, and the device idles
-    between kernels. The trainer must be warm (one untimed step runs first anyway).
+    On an accelerator both frameworks queue a step's kernels and return (asynchronous dispatch): queued
+    well under done means the device sets the pace; queued close to done means the host does, and the
+    device idles between kernels. (torch on a CPU runs synchronously: there queued is done, and says
+    nothing.) The trainer must be warm (one untimed step runs first anyway).
     """
     if _is_jax(trainer):
         import jax
