@@ -19,7 +19,7 @@ the same calls measure the real links.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -137,16 +137,13 @@ def floor(mesh: Any, array_bytes: int = 2**15, repeats: int = 10) -> float:
     What a standalone collective's time holds besides the collective; :attr:`Fit.in_step_alpha_s`
     subtracts it. The compiled program is checked to hold no collective.
     """
-    n = int(mesh.devices.size)
-    size = _check("all-gather", [array_bytes, 2 * array_bytes], n)[0]  # the same rule as the collectives' sizes
-    repeats = layouts.check_int(repeats, "repeats", fix="time at least one repeat")
-    return floor_timing(mesh, size, repeats).median_s
+    return floor_timing(mesh, array_bytes, repeats).median_s
 
 
 def floor_timing(mesh: Any, array_bytes: int = 2**15, repeats: int = 10) -> bench.Timing:
     """(Lab 03) :func:`floor`'s repeats, for its spread: launching a program with no collective on the mesh."""
     n = int(mesh.devices.size)
-    size = _check("all-gather", [array_bytes, 2 * array_bytes], n)[0]
+    size = _check("all-gather", [array_bytes, 2 * array_bytes], n)[0]  # the same rule as the collectives' sizes
     repeats = layouts.check_int(repeats, "repeats", fix="time at least one repeat")
     return _timed(no_collective(mesh), mesh, None, size, repeats)
 
@@ -234,8 +231,7 @@ def consistent(points: Sequence[Point]) -> list[Point]:
 def fit_model(points: Sequence[Point], floor_s: float = 0.0) -> Fit:
     """(Lab 03) :func:`fit` on the :func:`consistent` points; ``dropped`` counts the larger ones left out."""
     kept = consistent(points)
-    f = fit(kept, floor_s)
-    return Fit(f.kind, f.alpha_s, f.gbs, f.points, f.max_rel_residual, f.floor_s, len(points) - len(kept))
+    return replace(fit(kept, floor_s), dropped=len(points) - len(kept))
 
 
 @dataclass(frozen=True)
