@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from labkit.cost.prices import Price
+from labkit.measure import committed
 
 KINDS = ("measured", "sourced", "modelled", "article")
 VERDICTS = ("holds", "fails", "depends", "not testable here")
@@ -42,7 +43,7 @@ RANGE_RULE = ("a claim that a figure lies in a range holds if every case is insi
 ABOUT = 0.10
 # The course checkout: labkit/cost/register.py -> parents[2]. Not the working directory, which is
 # wherever the notebook runs (Colab clones the course into a sub-folder).
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = committed.ROOT  # the course repository (a test points it elsewhere)
 
 # The five seed articles (../shared/seeds/README.md): title and date as shown; an untitled one by its
 # opening words (a few, quoted) and "undated", as that README asks, never by a description of it.
@@ -198,17 +199,7 @@ def committed_metrics(device: str) -> dict[str, dict[str, Any]]:
 def committed_run(device: str, lab: str) -> dict[str, Any]:
     """(Lab 06) One lab's entry in a committed report: run (label, date), commit, metrics, runtime; {} if absent."""
     path = committed_report(device)
-    if not path.exists():
-        return {}
-    report = json.loads(path.read_text())
-    entry = next((x for x in report["labs"] if x["name"][:2] == lab), None)
-    if entry is None:
-        return {}
-    # The history names each run (its date, and what shared the device); the entry names only its commit.
-    runs = [h["run"] for h in report.get("history", []) if h["name"] == entry["name"]
-            and h["commit"] == entry.get("commit") and h["status"] == entry["status"]]
-    return {"run": runs[-1] if runs else "run not in the report's history", "commit": entry.get("commit"),
-            "status": entry["status"], "metrics": entry.get("metrics") or {}, "runtime": report.get("runtime", {})}
+    return committed.lab_run(json.loads(path.read_text()), lab) if path.exists() else {}
 
 
 def discount_at_least(on_demand: float, spot: float, percent: int) -> bool:

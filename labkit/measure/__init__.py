@@ -16,4 +16,5 @@ Modules:
 - ``breakdown``  where a step's time goes: GPU kernels charged to the op that launched them, CPU self time
 - ``xla_breakdown``  the same for a jitted JAX step: traced ops charged by what the compiled HLO says they are
 - ``plots``     Lab 02's pictures: timing mistakes, MFU sweeps, where the step's time goes, training curves
+- ``committed`` the run reports committed under benchmarks/<device>/, read by the labs that quote them
 """

@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]  # the course repository: labkit/precision/ -> ../..
+from labkit.measure.committed import ROOT, lab_run
 H100_DIR = "benchmarks/nvidia-h100-80gb-hbm3"
 LAB = "04_mixed_precision"
 
@@ -51,12 +51,10 @@ def load(root: str | Path = ROOT) -> ReferenceRun:
     """(Lab 04) Lab 04's figures from the committed H100 report.json and bf16_loss.json under ``root``."""
     base = Path(root) / H100_DIR
     report, diag = _read(base / "report.json"), _read(base / "bf16_loss.json")
-    entries = [e for e in report["labs"] if e["name"] == LAB]
-    if not entries:
+    entry = lab_run(report, LAB)
+    if not entry:
         raise ValueError(f"{base / 'report.json'} has no {LAB} entry: run `labkit run 04 --profile full` on the H100")
-    entry, m = entries[-1], entries[-1]["metrics"]
-    runs = [h["run"] for h in report.get("history", []) if h["name"] == LAB and h["commit"] == entry["commit"]]
-    dates = [d for r in runs for d in re.findall(r"\d{4}-\d\d-\d\d", str(r))]
+    m, dates = entry["metrics"], re.findall(r"\d{4}-\d\d-\d\d", str(entry["run"]))
     return ReferenceRun(device=report["device"], commit=entry["commit"], date=dates[-1] if dates else None,
                         final_loss=m["final_loss_per_precision"], fp8_speedup=m.get("fp8_speedup_vs_bf16"),
                         fp8_gemm_speedup=m.get("fp8_gemm_speedup_vs_bf16"), diag_date=diag["date"],
