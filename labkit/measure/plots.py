@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from labkit.measure.breakdown import BY_LAUNCHER, OpBreakdown
 from labkit.measure.mfu import Utilization
-from labkit.measure.steptime import a_tie
+from labkit.measure.steptime import relative_gap, spread_tolerance
 
 
 FRAMEWORK_COLORS = {"jax": "tab:blue", "torch": "tab:orange"}  # one colour per framework in every Lab 02 picture
@@ -96,8 +96,10 @@ def plot_mfu_sweeps(batches: Sequence[int], sweep_batch: Mapping[str, Sequence[U
     dts = list(dict.fromkeys(dt for _, dt in precision))
     if len(dts) == 2:  # the verdict is the step time: each MFU is against its own dtype's peak
         def faster(fw: str) -> str:  # which dtype's step is shorter, and by how much; a gap in the noise is a tie
-            a, b = (precision[(fw, dt)].step_time_s for dt in dts)
-            return f"{'tie' if a_tie(a, b) else dts[0] if a < b else dts[1]} x{max(a, b) / min(a, b):.2f} ({fw})"
+            ua, ub = (precision[(fw, dt)] for dt in dts)
+            a, b = ua.step_time_s, ub.step_time_s  # within the timings' own spreads (5% without): no winner
+            tie = relative_gap(a, b) <= spread_tolerance(ua.spread or 0.0, ub.spread or 0.0)
+            return f"{'tie' if tie else dts[0] if a < b else dts[1]} x{max(a, b) / min(a, b):.2f} ({fw})"
         prec_title = "Faster step: " + ", ".join(faster(fw) for fw in dict.fromkeys(fw for fw, _ in precision))
     else:
         prec_title = f"Precision: {dts[0]} only on this chip"
@@ -146,7 +148,7 @@ def plot_step_time_breakdown(ops: OpBreakdown | None, phases: Mapping[str, Mappi
     if ops is None:  # nothing to draw on the left: no zero-width bars that read as "no time"
         fig, ax2 = plt.subplots(figsize=(5, 3.8))
     else:
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [3, 2]})
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 3.8), gridspec_kw={"width_ratios": [3, 2]})
         _draw_ops(ax1, ops, flop_share)
     left = np.zeros(len(phases))  # ms, where each framework's next stacked segment starts
     for ph, c in zip(("forward", "backward", "optimizer"), ("tab:green", "tab:orange", "tab:gray")):
@@ -156,7 +158,7 @@ def plot_step_time_breakdown(ops: OpBreakdown | None, phases: Mapping[str, Mappi
         left += v
     ax2.set_xlabel("time per step (ms)")
     ratio = phases["torch"]["backward"] / phases["torch"]["forward"]
-    ax2.set_title(f"backward = {ratio:.1f}x forward (FLOPs: 2x)")
+    ax2.set_title(f"backward = {ratio:.1f}x forward (FLOPs: 2x)", fontsize=11)  # smaller: clear of the left title
     # Below the axes: inside, the legend covered the top bar.
     ax2.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     fig.tight_layout()
@@ -171,4 +173,4 @@ def _draw_ops(ax: Axes, ops: OpBreakdown, flop_share: float | None) -> None:
     ax.set_xlabel(("device time per step (ms, kernels by launching op)" if gpu else "self CPU time per step (ms)")
                   + (f"; {ops.by_kernel_name:.0%} by kernel name" if ops.by_kernel_name else ""))
     flops = "most of the FLOPs" if flop_share is None else f"{flop_share:.0%} of the FLOPs (XLA)"
-    ax.set_title(f"torch: matmul + attention do {flops}, {ops.matmul_share:.0%} of the time")
+    ax.set_title(f"torch: matmul + attention do {flops}, {ops.matmul_share:.0%} of the time", fontsize=11)
