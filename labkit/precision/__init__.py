@@ -5,7 +5,7 @@ Modules:
 - ``formats``     number formats: range, rounding, accumulation
 - ``matmul``      what an "fp32" matmul really computes here, against float64
 - ``fp8``         scaled fp8 matmuls: e4m3 forward, e5m2 gradients (JAX), which chips have fp8
-- ``recipes``     fp8 scaling recipes: current, delayed (amax history), per-block MXFP8; saturation, accumulation
+- ``recipes``     fp8 scaling recipes: current, delayed (amax history), rowwise, per-block MXFP8; saturation, accumulation
 - ``noise``       is a loss curve different from fp32's, or only as different as another seed?
 - ``plateau``     the corpus's unigram / bigram entropies: where byte-level losses stall, when runs leave them
 - ``causality``   does a run's training step (forward and backward) still see only the past? (a leak probe)

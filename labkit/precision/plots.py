@@ -196,17 +196,18 @@ def plot_speed_and_memory(step_ms: Mapping[tuple[str, str], float], saved_mb: Ma
 def plot_fp8_recipes(errors: Mapping[str, Mapping[str, float]], acc: Sequence[Mapping[str, Any]],
                      train_gaps: Mapping[str, "noise.GapJudgement"]) -> Figure:
     """fp8 recipes: matmul error per case, narrow vs promoted accumulation against K, training gap in floors (Lab 04)."""
-    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(14, 3.8))
+    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(15, 4.2), gridspec_kw={"width_ratios": (1.5, 1, 1)})
     cases, recipes = list(errors), list(next(iter(errors.values())))
     width = 0.8 / len(recipes)
     for i, r in enumerate(recipes):
         a1.bar(np.arange(len(cases)) + i * width, [errors[c][r] for c in cases], width, label=r, color=f"C{i + 3}")
-    a1.set_xticks(np.arange(len(cases)) + width * (len(recipes) - 1) / 2, cases, fontsize=8)
+    ticks = [c.replace(" (", "\n(") for c in cases]  # "outlier tokens\n(ordinary rows)": two short lines
+    a1.set_xticks(np.arange(len(cases)) + width * (len(recipes) - 1) / 2, ticks, fontsize=8)
     a1.set_ylabel("rel. error of x @ w vs float64")
     out = cases[-1]
     best, worst = min(recipes, key=errors[out].get), max(recipes, key=errors[out].get)
     a1.set_title(f"{out}: {best} {errors[out][best]:.3f} vs {worst} {errors[out][worst]:.3f}", fontsize=9)
-    a1.legend(fontsize=8)
+    a1.legend(fontsize=8, loc="upper left")  # the outlier cases' tall bars sit on the right
     ks = [r["K"] for r in acc]
     for key, style in (("narrow", "o-"), ("promoted", "s--"), ("fp32", "^:")):
         a2.loglog(ks, [r[key] for r in acc], style, label=key)

@@ -1,4 +1,4 @@
-"""fp8 scaling recipes as they are trained with today: current, delayed, per-block (MXFP8) (Lab 04).
+"""fp8 scaling recipes as they are trained with today: current, delayed, rowwise, per-block (MXFP8) (Lab 04).
 
 An fp8 tensor is ``q = cast(x * s)`` with a scale ``s`` chosen so that ``|x| * s`` fits the format
 (e4m3: max 448; e5m2: max 57344); the matmul multiplies the ``q`` and divides the scales out.
@@ -12,6 +12,11 @@ The recipes differ in where ``s`` comes from:
   ``DelayedScaling`` defaults: ``amax_history_len=1024``, ``amax_compute_algo="max"``,
   ``margin=0`` (TE API docs, ``transformer_engine.common.recipe``). No wait for a reduction, but a
   tensor larger than anything in the history saturates (clips) on the step it first appears.
+- **rowwise** (per row): one scale per row of the activations and per column of the weights, i.e.
+  per slice along the contraction axis, rounded to a power of two -- torchao's ``rowwise`` recipe
+  (``Float8LinearRecipeName.ROWWISE``: axiswise scales, ``round_scales_to_power_of_2=True``), which
+  is the block recipe with one block as long as the whole row. An outlier *token* then spoils only its
+  own row; an outlier *channel* lies in every row, so it sets every row's scale.
 - **block** (MXFP8, OCP Microscaling): one scale per 32 consecutive elements along the contraction
   axis, a power of two stored as E8M0 (8 exponent bits, no mantissa). Mind the direction: MX's
   scale X *dequantises*, x ≈ X · q (so X = 1 / s of the per-tensor recipes above, which multiply x
@@ -47,7 +52,7 @@ from labkit.gpt.data import check_count, check_real
 from labkit.precision.formats import check_list, dtype_of, format_info, round_mantissa
 
 E4M3, E5M2 = "fp8_e4m3", "fp8_e5m2"
-RECIPES = ("current", "delayed", "block")
+RECIPES = ("current", "delayed", "rowwise", "block")  # coarse to fine scales
 BLOCK = 32             # MXFP8: elements per scale, along the contraction axis
 E8M0_EXP = (-127, 127)  # exponent range of the E8M0 block scale (2^-127 .. 2^127)
 TE_HISTORY_LEN = 1024  # Transformer Engine's DelayedScaling default amax_history_len
@@ -196,31 +201,52 @@ def quantize_block(x: Any, fmt: str = E4M3, block: int = BLOCK, axis: int = -1) 
     return np.moveaxis(back, -1, axis)
 
 
+def quantize_rowwise(x: Any, fmt: str = E4M3, axis: int = -1) -> np.ndarray:
+    """(Lab 04) torchao's rowwise: one power-of-two scale per slice along ``axis`` (a block the whole axis long)."""
+    x32 = np.asarray(x, np.float32)
+    if x32.ndim == 0:
+        raise ValueError(f"rowwise scaling needs an array (scales run along an axis), got the scalar {x!r}")
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -x32.ndim <= axis < x32.ndim:
+        raise ValueError(f"axis must be an integer in [{-x32.ndim}, {x32.ndim}) for an array of shape "
+                         f"{x32.shape}, got {axis!r}")
+    return quantize_block(x32, fmt, max(x32.shape[axis], 1), axis)
+
+
 def quantize(x: Any, recipe: str, fmt: str = E4M3, axis: int = -1, delayed: DelayedScaling | None = None,
              name: str = "") -> np.ndarray:
-    """(Lab 04) ``x`` through fp8 by ``recipe`` (current / delayed / block); block scales run along ``axis``."""
+    """(Lab 04) ``x`` through fp8 by ``recipe`` (current / delayed / rowwise / block), scales along ``axis``."""
     if recipe == "current":
         return quantize_current(x, fmt)
     if recipe == "delayed":
         if delayed is None:
             raise ValueError("the delayed recipe needs its DelayedScaling state (the amax history)")
         return delayed.quantize(x, name, fmt)
+    if recipe == "rowwise":
+        return quantize_rowwise(x, fmt, axis)
     if recipe == "block":
         return quantize_block(x, fmt, BLOCK, axis)
     raise ValueError(f"unknown fp8 recipe {recipe!r}; valid: {', '.join(RECIPES)}")
 
 
-def qmatmul(a: Any, b: Any, recipe: str | None, fmts: tuple[str, str] = (E4M3, E4M3),
-            delayed: DelayedScaling | None = None, names: tuple[str, str] = ("a", "b")) -> np.ndarray:
-    """(Lab 04) a (m, k) @ b (k, n) with both operands through fp8 by ``recipe`` (None: fp32); fp32 accumulate."""
+def quantized_operands(a: Any, b: Any, recipe: str | None, fmts: tuple[str, str] = (E4M3, E4M3),
+                       delayed: DelayedScaling | None = None,
+                       names: tuple[str, str] = ("a", "b")) -> tuple[np.ndarray, np.ndarray]:
+    """(Lab 04) a (m, k) and b (k, n) as an fp8 matmul sees them (None: fp32), as float32 arrays."""
     a, b = _check_matmul(a, b, tuple(check_list(names, "names")))
     fmts = check_list(fmts, "fmts")
     if len(fmts) != 2:
         raise ValueError(f"fmts must be two formats (a's, b's), e.g. ['{E4M3}', '{E4M3}'], got {fmts}")
-    if recipe is not None:  # block scales run along the contraction axis k of both operands
+    if recipe is not None:  # rowwise and block scales run along the contraction axis k of both operands
         a = quantize(a, recipe, fmts[0], axis=1, delayed=delayed, name=names[0])
         b = quantize(b, recipe, fmts[1], axis=0, delayed=delayed, name=names[1])
-    return (np.asarray(a, np.float32) @ np.asarray(b, np.float32)).astype(np.float64)
+    return np.asarray(a, np.float32), np.asarray(b, np.float32)
+
+
+def qmatmul(a: Any, b: Any, recipe: str | None, fmts: tuple[str, str] = (E4M3, E4M3),
+            delayed: DelayedScaling | None = None, names: tuple[str, str] = ("a", "b")) -> np.ndarray:
+    """(Lab 04) a (m, k) @ b (k, n) with both operands through fp8 by ``recipe`` (None: fp32); fp32 accumulate."""
+    qa, qb = quantized_operands(a, b, recipe, fmts, delayed, names)
+    return (qa @ qb).astype(np.float64)
 
 
 def rel_err(got: Any, ref: Any) -> float:
@@ -234,26 +260,44 @@ def rel_err(got: Any, ref: Any) -> float:
     return float(np.linalg.norm(got64 - ref64) / norm)
 
 
-def outlier_tokens(m: int, k: int, seed: int = 0, n_outliers: int = 4, factor: float = 1e5) -> tuple[np.ndarray, np.ndarray]:
-    """(Lab 04) N(0, 1) activations (m tokens, k) with ``n_outliers`` tokens ``factor``x larger; and the ordinary rows."""
+def _outliers(m: int, k: int, seed: int, n_outliers: int, factor: float,
+              axis: int) -> tuple[np.ndarray, np.ndarray]:
     m, k = check_count(m, "m", example=128), check_count(k, "k", example=1024)
     n_outliers = check_count(n_outliers, "n_outliers", 0, example=4)
-    if n_outliers > m:
-        raise ValueError(f"n_outliers={n_outliers} is more than the m={m} tokens; e.g. n_outliers={min(4, m)}")
+    n, what = (m, "m tokens") if axis == 0 else (k, "k channels")
+    if n_outliers > n:
+        raise ValueError(f"n_outliers={n_outliers} is more than the {what.replace(' ', f'={n} ', 1)}; "
+                         f"e.g. n_outliers={min(4, n)}")
     factor = check_real(factor, "factor", 0.0, hint="; e.g. factor=1e5")
     rng = np.random.default_rng(check_count(seed, "seed", 0, example=0))
     x = rng.standard_normal((m, k))
-    rows = rng.choice(m, n_outliers, replace=False)
-    x[rows] *= factor  # a few tokens with huge activations: one per-tensor scale must cover them
-    return x.astype(np.float32), np.setdiff1d(np.arange(m), rows)
+    picked = rng.choice(n, n_outliers, replace=False)
+    x[(picked, slice(None)) if axis == 0 else (slice(None), picked)] *= factor
+    return x.astype(np.float32), np.setdiff1d(np.arange(n), picked)
+
+
+def outlier_tokens(m: int, k: int, seed: int = 0, n_outliers: int = 4,
+                   factor: float = 1e5) -> tuple[np.ndarray, np.ndarray]:
+    """(Lab 04) N(0, 1) activations (m tokens, k) with ``n_outliers`` tokens ``factor``x larger; and the ordinary rows."""
+    return _outliers(m, k, seed, n_outliers, factor, axis=0)  # a few tokens one per-tensor scale must cover
+
+
+def outlier_channels(m: int, k: int, seed: int = 0, n_outliers: int = 4,
+                     factor: float = 1e5) -> tuple[np.ndarray, np.ndarray]:
+    """(Lab 04) N(0, 1) activations (m, k channels), ``n_outliers`` channels ``factor``x larger in every token;
+    and the ordinary channels (outlier features: in every row, so no per-row scale escapes them)."""
+    return _outliers(m, k, seed, n_outliers, factor, axis=1)
 
 
 def recipe_errors(x: np.ndarray, w: np.ndarray, history: list[np.ndarray],
-                  history_w: list[np.ndarray] | None = None, rows: np.ndarray | None = None) -> dict[str, float]:
-    """(Lab 04) Rel. error vs float64 of y = x @ w (over ``rows`` of y) per recipe; delayed saw ``history`` first."""
+                  history_w: list[np.ndarray] | None = None, rows: np.ndarray | None = None,
+                  channels: np.ndarray | None = None) -> dict[str, float]:
+    """(Lab 04) Rel. error vs float64 of y = x @ w per recipe, over ``rows`` of y and the contraction
+    ``channels`` (their part of the sum: what the quantized tensor kept of them); delayed saw ``history`` first."""
     x, w = _check_matmul(x, w, ("x", "w"))
-    ref = x.astype(np.float64) @ w.astype(np.float64)
+    ch = slice(None) if channels is None else np.asarray(channels)
     sel = slice(None) if rows is None else rows
+    ref = x[:, ch].astype(np.float64) @ w[ch].astype(np.float64)
     out = {}
     for recipe in RECIPES:
         d = DelayedScaling() if recipe == "delayed" else None
@@ -261,7 +305,8 @@ def recipe_errors(x: np.ndarray, w: np.ndarray, history: list[np.ndarray],
             for i, past in enumerate(history):  # earlier steps' casts fill the amax history
                 d.observe("x", _amax(past))
                 d.observe("w", _amax((history_w or [w] * len(history))[i]))
-        out[recipe] = rel_err(qmatmul(x, w, recipe, delayed=d, names=("x", "w"))[sel], ref[sel])
+        qx, qw = quantized_operands(x, w, recipe, delayed=d, names=("x", "w"))  # scales from the whole tensors
+        out[recipe] = rel_err((qx[:, ch] @ qw[ch]).astype(np.float64)[sel], ref[sel])
     return out
 
 

@@ -80,6 +80,37 @@ def test_block_scaling_beats_per_tensor_on_a_tensor_with_outliers() -> None:
     assert np.all(scaled.max(axis=1) <= 448) and np.all(scaled.max(axis=1) > 224)
 
 
+def test_rowwise_is_one_power_of_two_scale_per_row_by_hand() -> None:
+    x = np.array([[1.0, -3.0, 0.5, 2.0], [100.0, 7.0, -1.0, 0.25]], np.float32)
+    q = R.quantize_rowwise(x, axis=1)
+    # row amaxes 3 and 100: dequantising multipliers 2^ceil(log2(amax / 448)) = 2^-7 and 2^-2
+    want = [ml_dtypes.float8_e4m3fn(v / 2.0**-7).astype(np.float64) * 2.0**-7 for v in x[0]]
+    np.testing.assert_array_equal(q[0], want)
+    np.testing.assert_array_equal(q[1], [float(ml_dtypes.float8_e4m3fn(v / 0.25)) * 0.25 for v in x[1]])
+    np.testing.assert_array_equal(q, R.quantize_block(x, block=4, axis=1))  # a block the whole row long
+    np.testing.assert_array_equal(R.quantize_rowwise(x.T, axis=0), q.T)  # a weight: one scale per column
+    assert np.array_equal(R.quantize(x, "rowwise", axis=1), q)
+
+
+def test_outlier_tokens_spare_rowwise_and_outlier_channels_do_not() -> None:
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((256, 32)).astype(np.float32)
+    xt, rows = R.outlier_tokens(64, 256, seed=0, factor=1e5)
+    tok = R.recipe_errors(xt, w, [], rows=rows)
+    # a token's own scale: the ordinary rows keep e4m3's accuracy; one scale for the tensor crushes them
+    assert tok["rowwise"] < ERR_HI < tok["current"] and tok["block"] < ERR_HI
+    w = rng.standard_normal((1024, 32)).astype(np.float32)  # 32 blocks per row: 4 outliers spoil at most 4
+    xc, cols = R.outlier_channels(64, 1024, seed=0, factor=1e5)
+    assert cols.size == 1020 and np.all(np.abs(xc[:, cols]) < 10)  # the 4 outliers are whole columns, all else N(0, 1)
+    ch = R.recipe_errors(xc, w, [], channels=cols)
+    # 1e5x channels in every row: every row's scale leaves its ordinary values ~2e-3, among e4m3's subnormals
+    # (steps of 2^-9 ~ 2e-3), so per row is as bad as per tensor; a block spoils only its outlier's 31 neighbours
+    assert ch["rowwise"] > 2 * ERR_HI and ch["current"] > 2 * ERR_HI
+    assert ch["block"] < ch["rowwise"] / 3
+    same = R.recipe_errors(xc, w, [], channels=np.arange(1024))
+    assert same == R.recipe_errors(xc, w, [])  # every channel: the plain matmul error
+
+
 def test_block_handles_ragged_axes_zeros_and_the_e8m0_range() -> None:
     x = np.zeros((3, 40), np.float32)
     x[0, 35] = 3.0
@@ -139,6 +170,10 @@ X = np.ones((4, 64), np.float32)
     (lambda: R.quantize_block(X, block=-4), ValueError, "block must be >= 1, got -4"),
     (lambda: R.quantize_block(X, axis=5), ValueError, r"axis must be an integer in \[-2, 2\).*got 5"),
     (lambda: R.quantize_block(3.0), ValueError, "block scaling needs an array"),
+    (lambda: R.quantize_rowwise(3.0), ValueError, "rowwise scaling needs an array"),
+    (lambda: R.quantize_rowwise(X, axis=2), ValueError, r"axis must be an integer in \[-2, 2\).*got 2"),
+    (lambda: R.outlier_channels(4, 8, n_outliers=9), ValueError, "n_outliers=9 is more than the k=8 channels"),
+    (lambda: R.quantize(X, "per-row"), ValueError, "unknown fp8 recipe 'per-row'; valid: current, delayed, rowwise"),
     (lambda: R.scale_for(math.inf, R.E4M3), ValueError, "amax must be a finite number >= 0, got inf"),
     (lambda: R.scale_for(math.nan, R.E4M3), ValueError, "amax must be a finite number >= 0, got nan"),
     (lambda: R.scale_for(-5, R.E4M3), ValueError, "amax must be a finite number >= 0, got -5"),

@@ -160,5 +160,7 @@ def check_tokens_per_s(fn: Callable[[int, int, float, float], float]) -> CheckRe
         Hint(ratio_is(1e-3), "units: the latencies are given in seconds, not milliseconds."),
     ]
     return check_function("tokens/s", fn, tokens_per_s, cases, hints=hints,
-                          explain="At small batch, decode is overhead- or memory-bound: a bigger batch shares "
-                                  "each launch and each weight read among more tokens, so tokens/s can grow with little extra time per step.")
+                          explain="A decode step launches the same kernels and reads every weight once whatever its "
+                                  "rows; only its arithmetic grows with them. Where launches and weight reads dominate "
+                                  "(a small batch on a GPU), tokens/s grows almost as fast as the batch; where the "
+                                  "arithmetic does (a CPU's few cores), less: the serving sweep measured how much.")
