@@ -6,10 +6,11 @@ requests/s, seeded), independent of how fast the server is, with mixed prompt an
 lengths. Two schedulers share one engine (``labkit.export.slots``) and differ only in admission:
 
 - **static batching**: a new batch starts only when every row of the last one has finished; a
-  row that finished early idles, and requests that arrive meanwhile wait. The batch's first tokens
-  leave together when its last prefill ends, as from the one padded prefill call a static server
-  makes (the engine prefills one row per call, so static TTFT is pessimistic by up to rows - 1
-  prefills, but no prefill gap lands between a row's first and second tokens);
+  row that finished early idles, and requests that arrive meanwhile wait. The batch is prefilled
+  in **one padded call**, as a static server does (``engine.admit_batch``: prompts left-padded to
+  the longest), and its first tokens leave together when that call ends. An engine without
+  ``admit_batch`` prefills row by row and the first tokens leave after the last one (static TTFT
+  then pessimistic by up to rows - 1 prefills);
 - **continuous batching**: before every decode step, waiting requests take any free row
   (prefill of that row alone), and finished requests leave at once.
 
@@ -248,10 +249,16 @@ def serve_open_loop(requests: Sequence[Request], engine: Any, policy: str = "con
         if not running and not waiting:
             now = max(now, pending[nxt].arrival_s)  # idle: jump to the next arrival
             continue
-        if policy == "static" and not running:  # a new batch only when the last is done; it is
-            batch = [prefill(waiting.popleft()) for _ in range(min(len(free), len(waiting)))]  # fixed now
-            for started in batch:  # first tokens leave together, when the batch's last prefill ends,
-                start(*started)    # as from one padded prefill call (run here as one call per request)
+        if policy == "static" and not running:  # a new batch only when the last is done; it is fixed now
+            batch = [waiting.popleft() for _ in range(min(len(free), len(waiting)))]
+            if callable(getattr(engine, "admit_batch", None)):  # one padded prefill call for the batch
+                rows = [free.pop(0) for _ in batch]
+                firsts = timed(engine.admit_batch, rows, [r.prompt for r in batch])
+                started = list(zip(batch, rows, firsts))
+            else:  # row by row; the first tokens still leave together, after the last prefill
+                started = [prefill(r) for r in batch]
+            for r, row, first in started:
+                start(r, row, first)
         elif policy == "continuous":
             while free and waiting:
                 start(*prefill(waiting.popleft()))  # a newcomer's first token leaves at once
@@ -349,7 +356,7 @@ class FakeClock:
 
 
 class FakeEngine:
-    """A deterministic engine on a FakeClock: prefill p0 + p1*L s, step s0 + s1*(busy rows) s (Lab 05)."""
+    """A deterministic engine on a FakeClock: prefill p0 + p1*L s (batch: L*rows), step s0 + s1*busy rows (Lab 05)."""
 
     def __init__(self, slots: int, clock: FakeClock, prefill_s: tuple[float, float] = (1.0, 0.0),
                  step_s: tuple[float, float] = (1.0, 0.0), max_tokens: int | None = None) -> None:
@@ -367,6 +374,15 @@ class FakeEngine:
         self.busy.add(slot)
         self.last[slot] = int(np.asarray(prompt)[-1]) + 1
         return int(self.last[slot])
+
+    def admit_batch(self, rows: Sequence[int], prompts: Sequence[np.ndarray]) -> list[int]:
+        """One padded call: costs p0 + p1 * rows * longest prompt; first tokens as admit's (Lab 05)."""
+        longest = max(np.asarray(p).size for p in prompts)
+        self.clock.now += self.prefill_s[0] + self.prefill_s[1] * len(rows) * longest
+        self.busy.update(rows)
+        for row, p in zip(rows, prompts):
+            self.last[row] = int(np.asarray(p)[-1]) + 1
+        return [int(self.last[row]) for row in rows]
 
     def step(self) -> np.ndarray:
         """Costs s0 + s1 * busy rows; every row's token goes up by one (Lab 05)."""

@@ -17,12 +17,15 @@ pad moves down by ``seq_len``: a live row spans at most ``seq_len`` slots, so no
 Engines: ``TorchSlots`` (eager, or the decode step as a CUDA graph on CUDA) and ``JaxSlots``
 (jitted; prompts left-padded to power-of-two buckets so few prefill programs compile). Both
 implement the engine contract of ``labkit.export.load``: ``slots``, ``max_tokens``,
-``admit(slot, prompt) -> first token``, ``step() -> next token of every slot``, ``release(slot)``.
+``admit(slot, prompt) -> first token``, ``step() -> next token of every slot``, ``release(slot)``,
+and ``admit_batch(rows, prompts) -> first tokens``: several free rows prefilled in one call, the
+prompts left-padded to the longest (a static batch's one padded prefill). Torch runs it on those rows
+only; JAX runs every row, keeping the admitted ones, so one program per bucket serves any batch.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -37,6 +40,23 @@ def _check_admit(engine: Any, slot: int, prompt: np.ndarray) -> np.ndarray:
     if prompt.size == 0 or prompt.size > engine.max_tokens:
         raise ValueError(f"prompt of {prompt.size} tokens: need 1 .. {engine.max_tokens} (the model's context)")
     return prompt
+
+
+def _check_batch(engine: Any, rows: Sequence[int], prompts: Sequence[np.ndarray]) -> tuple[list[int], list[np.ndarray]]:
+    rows = [int(r) for r in rows]
+    if not rows or len(rows) != len(prompts) or len(set(rows)) != len(rows):
+        raise ValueError(f"admit_batch needs one prompt per row and distinct rows, got rows {rows} for "
+                         f"{len(prompts)} prompts")
+    return rows, [_check_admit(engine, r, p) for r, p in zip(rows, prompts)]
+
+
+def _left_padded(prompts: Sequence[np.ndarray], width: int, rows: int | None = None,
+                 at: Sequence[int] | None = None) -> np.ndarray:
+    """Prompts right-aligned in a (rows, width) zero array (the zeros are masked out by each row's pad)."""
+    tok = np.zeros((rows or len(prompts), width), dtype=np.int64)
+    for i, p in zip(at if at is not None else range(len(prompts)), prompts):
+        tok[i, width - p.size:] = p
+    return tok
 
 
 def bucket(n: int, cap: int) -> int:
@@ -86,6 +106,23 @@ class TorchSlots:
                                 self.v[:, row], torch.tensor(start, device=self.device), self.pad[row])
         self.last[slot] = int(logits.argmax(-1)[0])  # to the host: the first token is streamed now
         return int(self.last[slot])
+
+    def admit_batch(self, rows: Sequence[int], prompts: Sequence[np.ndarray]) -> list[int]:
+        """Prefill several rows in one call, prompts left-padded to the longest; their first tokens (Lab 05)."""
+        import torch
+
+        rows, prompts = _check_batch(self, rows, prompts)
+        n = max(p.size for p in prompts)
+        idx = torch.as_tensor(rows, device=self.device)
+        self.pad[idx] = torch.as_tensor([self.cur - p.size for p in prompts], device=self.device)
+        k, v = self.k[:, idx], self.v[:, idx]  # copies of those rows (advanced indexing): written back below
+        with torch.no_grad():
+            logits = torch_step(self.model, torch.as_tensor(_left_padded(prompts, n), device=self.device), k, v,
+                                torch.tensor(self.cur - n, device=self.device), self.pad[idx])
+        self.k[:, idx], self.v[:, idx] = k, v  # in place: a captured decode graph keeps the cache's address
+        best = logits.argmax(-1).cpu().numpy().astype(np.int64)  # to the host: the first tokens leave now
+        self.last[rows] = best
+        return [int(b) for b in best]
 
     def step(self) -> np.ndarray:
         """One decode step of every row at slot cur; returns the next tokens (slots,) (Lab 05)."""
@@ -155,12 +192,19 @@ class JaxSlots:
             return jnp.argmax(logits, -1), jax.lax.dynamic_update_slice(k, kr, at), \
                 jax.lax.dynamic_update_slice(v, vr, at)
 
+        def prefill_rows(flat: Any, tok: Any, k: Any, v: Any, start: Any, pad: Any, keep: Any) -> Any:
+            # every row at slots start .. cur - 1 (a fixed shape: one program per bucket); only `keep` rows kept
+            best, k2, v2 = decode(flat, tok, k, v, start, pad)
+            m = keep[None, :, None, None, None]  # (slots,) -> the caches' (n_layer, slots, max_len, heads, hd)
+            return best, jnp.where(m, k2, k), jnp.where(m, v2, v)
+
         def shift(k: Any) -> Any:
             return k.at[:, :, :s].set(k[:, :, s:])
 
         donate = jax.default_backend() != "cpu"  # update the caches in place on an accelerator
         self._decode = jax.jit(decode, donate_argnums=(2, 3) if donate else ())
         self._prefill = jax.jit(prefill, donate_argnums=(2, 3) if donate else ())
+        self._prefill_rows = jax.jit(prefill_rows, donate_argnums=(2, 3) if donate else ())
         self._shift_fn = jax.jit(shift, donate_argnums=(0,) if donate else ())
 
     def admit(self, slot: int, prompt: np.ndarray) -> int:
@@ -178,6 +222,23 @@ class JaxSlots:
                                                  self.pad[slot:slot + 1], np.int32(slot))
         self.last[slot] = int(np.asarray(best)[0])
         return int(self.last[slot])
+
+    def admit_batch(self, rows: Sequence[int], prompts: Sequence[np.ndarray]) -> list[int]:
+        """Prefill several rows in one call, prompts left-padded to a shared bucket; their first tokens (Lab 05)."""
+        import jax
+
+        rows, prompts = _check_batch(self, rows, prompts)
+        b = bucket(max(p.size for p in prompts), self.max_tokens)
+        for r, p in zip(rows, prompts):
+            self.pad[r] = self.cur - p.size
+        keep = np.zeros(self.slots, dtype=bool)
+        keep[rows] = True
+        tok = _left_padded(prompts, b, self.slots, rows).astype(np.int32)
+        with jax.default_matmul_precision(self.precision):
+            best, self.k, self.v = self._prefill_rows(self.flat, tok, self.k, self.v, np.int32(self.cur - b),
+                                                      self.pad, keep)
+        self.last[rows] = np.asarray(best)[rows]
+        return [int(self.last[r]) for r in rows]
 
     def step(self) -> np.ndarray:
         """One decode step of every row at slot cur; returns the next tokens (slots,) (Lab 05)."""

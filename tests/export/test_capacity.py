@@ -122,3 +122,21 @@ def test_real_torch_engine_under_a_burst() -> None:
     run = cap.loaded_terms(timed, traces)
     assert 1 <= min(timed.rows) and max(timed.rows) == 4 and sum(timed.rows) == sum(len(t.token_s) - 1 for t in traces)
     assert run.req_per_s == pytest.approx(load.load_stats(traces, load.SLO()).request_throughput, rel=1e-9)
+
+
+def test_timed_engine_charges_a_batch_prefill_in_equal_shares_and_keeps_row_by_row_engines() -> None:
+    clock = FakeClock()  # static {A, B}: one call of 1 s, half a second each; then {C}: 1 s
+    timed = cap.TimedEngine(FakeEngine(2, clock), clock=clock)
+    traces = load.serve_open_loop(ABC, timed, "static", clock=clock)
+    assert timed.admit_s == [0.5, 0.5, 1.0] and sum(timed.admit_s) == 2.0  # the server time spent admitting
+    run = cap.loaded_terms(timed, traces)
+    assert run.per_request_s * 3 == pytest.approx(max(t.token_s[-1] for t in traces))  # still adds up: 5 s
+
+    class RowByRow(FakeEngine):
+        admit_batch = None
+
+    clock = FakeClock()
+    plain = cap.TimedEngine(RowByRow(2, clock), clock=clock)
+    assert plain.admit_batch is None  # the scheduler falls back to one admit per row, each timed
+    load.serve_open_loop(ABC, plain, "static", clock=clock)
+    assert plain.admit_s == [1.0, 1.0, 1.0]

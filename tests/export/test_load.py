@@ -16,9 +16,16 @@ def _req(i: int, arrival: float, first: int, n: int) -> Request:
     return Request(i, arrival, np.array([first]), n)
 
 
-def _serve(requests: list[Request], policy: str, slots: int = 2, **cost) -> tuple[list[load.Trace], FakeEngine]:
+class RowByRow(FakeEngine):
+    """An engine of the minimal contract: no admit_batch, so a static batch is prefilled one row per call."""
+
+    admit_batch = None
+
+
+def _serve(requests: list[Request], policy: str, slots: int = 2, batched: bool = True,
+           **cost) -> tuple[list[load.Trace], FakeEngine]:
     clock = FakeClock()
-    engine = FakeEngine(slots, clock, **cost)
+    engine = (FakeEngine if batched else RowByRow)(slots, clock, **cost)
     return load.serve_open_loop(requests, engine, policy, clock=clock), engine
 
 
@@ -56,9 +63,20 @@ def test_continuous_batching_timeline_and_metrics_by_hand() -> None:
 
 def test_static_batching_timeline_by_hand() -> None:
     traces, _ = _serve(ABC, "static")
+    # Batch {A, B}: one padded prefill call ends at t=1 and the batch's first tokens leave together:
+    # A1, B1 (B done; its row idles); C waits for the batch: steps t=2 A2, t=3 A3; then batch {C}:
+    # t=4 C1, t=5 C2.
+    assert [t.token_s for t in traces] == [(1.0, 2.0, 3.0), (1.0,), (4.0, 5.0)]
+    assert traces[0].itl_s == (1.0, 1.0) and traces[0].tpot_s == 1.0
+    s = load.load_stats(traces, SLO(ttft_s=2.0, tpot_s=1.5), "static", 1.0)
+    assert s.duration_s == 5.0
+    assert s.goodput == pytest.approx(2 / 5)  # A (TTFT 1, TPOT 1) and B meet it; C's TTFT is 3.5
+
+
+def test_static_batching_row_by_row_without_admit_batch() -> None:
+    traces, _ = _serve(ABC, "static", batched=False)
     # Batch {A, B}: prefills end at t=1 and t=2, and the batch's first tokens leave together at
-    # t=2: A1, B1 (B done; its row idles); C waits for the batch: steps t=3 A2, t=4 A3; then
-    # batch {C}: t=5 C1, t=6 C2.
+    # t=2: A1, B1; steps t=3 A2, t=4 A3; then batch {C}: t=5 C1, t=6 C2.
     assert [t.token_s for t in traces] == [(2.0, 3.0, 4.0), (2.0,), (5.0, 6.0)]
     # the prefill gap does not land inside A's stream: its tokens come a step apart (ITL 1, 1)
     assert traces[0].itl_s == (1.0, 1.0) and traces[0].tpot_s == 1.0
@@ -67,20 +85,30 @@ def test_static_batching_timeline_by_hand() -> None:
     assert s.goodput == pytest.approx(2 / 6)  # A (TTFT 2, TPOT 1) and B meet it; C's TTFT is 4.5
 
 
+def test_one_padded_call_costs_its_rows_times_the_longest_prompt() -> None:
+    # prefill 0.5 + 0.25 * tokens: prompts of 2 and 4 tokens -> one call of 2 rows x 4 = 8 tokens, 2.5 s
+    # (row by row: 0.5 + 0.5, then 0.5 + 1.0: 2.5 s too, but the first row's token would wait for both)
+    reqs = [Request(0, 0.0, np.array([1, 2]), 2), Request(1, 0.0, np.array([5, 6, 7, 8]), 1)]
+    traces, engine = _serve(reqs, "static", prefill_s=(0.5, 0.25), step_s=(0.1, 0.2))
+    assert [t.token_s[0] for t in traces] == [2.5, 2.5] and [t.tokens[0] for t in traces] == [3, 9]
+    assert traces[0].token_s[1] == pytest.approx(2.5 + 0.1 + 0.2 * 1)  # B left at prefill: one busy row
+    assert engine.busy == set()
+
+
 def test_static_vs_continuous_head_of_line_blocking() -> None:
     # One long request (5 tokens) and three 1-token ones, all at 0, two rows.
     reqs = [_req(0, 0.0, 10, 5)] + [_req(i, 0.0, 10 * (i + 1), 1) for i in (1, 2, 3)]
     static, _ = _serve(reqs, "static")
     cont, _ = _serve(reqs, "continuous")
-    # static: batch {R0, R1}: prefills end at 1, 2 -> R0@2, R1@2; R0's 4 steps end at 6; then
-    # {R2, R3}: prefills end at 7, 8 -> both @8.
-    assert [t.ttft_s for t in static] == [2.0, 2.0, 8.0, 8.0]
+    # static: batch {R0, R1}: one prefill call ends at 1 -> R0@1, R1@1; R0's 4 steps end at 5; then
+    # {R2, R3}: one call -> both @6.
+    assert [t.ttft_s for t in static] == [1.0, 1.0, 6.0, 6.0]
     # continuous: R2 and R3 take R1's freed row at once: @3, @4; R0's steps then run 5..8.
     assert [t.ttft_s for t in cont] == [1.0, 2.0, 3.0, 4.0]
-    assert static[0].e2e_s == 6.0 and cont[0].e2e_s == 8.0  # the price: R0 waits for their prefills
+    assert static[0].e2e_s == 5.0 and cont[0].e2e_s == 8.0  # the price: R0 waits for their prefills
     a, b = (load.load_stats(t, SLO(ttft_s=4.0)) for t in (static, cont))
-    assert a.ms("ttft", 50) == pytest.approx(5000) and b.ms("ttft", 50) == pytest.approx(2500)
-    assert a.goodput == pytest.approx(2 / 8) and b.goodput == pytest.approx(4 / 8)  # same 8 s duration
+    assert a.ms("ttft", 50) == pytest.approx(3500) and b.ms("ttft", 50) == pytest.approx(2500)
+    assert a.goodput == pytest.approx(2 / 6) and b.goodput == pytest.approx(4 / 8)  # durations 6 s and 8 s
 
 
 def test_idle_server_jumps_to_the_next_arrival_and_cost_terms_count() -> None:

@@ -93,8 +93,32 @@ def test_bad_admit(model) -> None:
             engine.admit(2, np.array([1]))
         with pytest.raises(ValueError, match=r"prompt of 0 tokens: need 1 .. 32"):
             engine.admit(0, np.array([], dtype=np.int64))
+        with pytest.raises(ValueError, match=r"one prompt per row and distinct rows, got rows \[0, 0\] for 2"):
+            engine.admit_batch([0, 0], [np.array([1]), np.array([2])])
+        with pytest.raises(ValueError, match=r"got rows \[\] for 0 prompts"):
+            engine.admit_batch([], [])
+        with pytest.raises(ValueError, match=r"slot 3 outside \[0, 2\)"):
+            engine.admit_batch([3], [np.array([1])])
     with pytest.raises(ValueError, match="slots must be a positive integer, got 0"):
         slots.TorchSlots(model, 0, device="cpu")
+
+
+def test_one_padded_prefill_equals_row_by_row(model) -> None:
+    # Rows 1 and 2 of 3 admitted in one call (prompts of 3 and 9 tokens, left-padded to the longest, or
+    # to JAX's bucket of 16) give the first tokens and the next steps' tokens of one admit per row; row 0,
+    # busy, keeps its own stream through the batch prefill (JAX computes it, then keeps the old cache).
+    rng = np.random.default_rng(7)
+    p0, p1, p2 = (rng.integers(0, CFG.vocab_size, n) for n in (5, 3, 9))
+    for make in (lambda: slots.TorchSlots(model, 3, device="cpu"),
+                 lambda: slots.JaxSlots(CFG, flat_params_numpy(model), 3)):
+        one, batch = make(), make()
+        for e in (one, batch):
+            e.admit(0, p0)
+            e.step()
+        firsts = [one.admit(1, p1), one.admit(2, p2)]
+        assert batch.admit_batch([1, 2], [p1, p2]) == firsts, batch.name
+        for _ in range(4):
+            assert np.array_equal(one.step(), batch.step()), batch.name
 
 
 def _most_in_flight(traces: list[load.Trace]) -> int:
