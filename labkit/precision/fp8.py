@@ -47,8 +47,10 @@ def require_fp8(chip: str) -> hardware.ChipSpec:
     have = ", ".join(fp8_chips())
     if spec is None:
         raise Fp8UnsupportedError(
-            f"{chip!r} is not in labkit.runtime.hardware (a CPU?), so it has no known fp8 matrix units. "
-            f"Native fp8 needs one of: {have}. Use emulated fp8 (same numerics, no speed-up).")
+            f"{chip!r} is not in labkit.runtime.hardware (a CPU, or a chip its table does not list yet, such as a "
+            f"Blackwell B200), so labkit knows no fp8 matrix units on it and times no fp8 here. Listed with native "
+            f"fp8: {have}. Here emulated fp8 runs instead (same numerics, no speed-up); to time a newer chip, add its "
+            "datasheet peaks to labkit.runtime.hardware.CHIPS.")
     if spec.peak_tflops.get("fp8") is None:
         raise Fp8UnsupportedError(
             f"{spec.name} has no fp8 matrix units (it computes in {', '.join(spec.supported())}). "

@@ -154,3 +154,12 @@ def test_quantize_jax_takes_the_bf16_operands_of_labs_fp8_timing_cell() -> None:
     assert float(s) == pytest.approx(448.0 / float(jnp.max(jnp.abs(x.astype(jnp.float32)))))
     for dt in (jnp.float16, jnp.float8_e5m2):
         assert fp8.quantize_jax(jnp.ones((2, 2), dt))[0].dtype == jnp.float8_e4m3fn
+
+
+def test_fp8_on_an_unlisted_chip_says_it_is_unlisted_and_how_to_time_it() -> None:
+    # A Blackwell runtime reports "NVIDIA B200": fp8 hardware, but not in the spec table, so nothing is timed.
+    assert hardware.lookup("NVIDIA B200") is None
+    with pytest.raises(fp8.Fp8UnsupportedError, match=r"'NVIDIA B200' is not in labkit.runtime.hardware") as e:
+        fp8.require_fp8("NVIDIA B200")
+    assert "does not list yet" in str(e.value) and "labkit.runtime.hardware.CHIPS" in str(e.value)
+    assert "NVIDIA H100 SXM" in str(e.value) and fp8.status("NVIDIA B200").startswith("emulated fp8")
