@@ -118,6 +118,12 @@ def consistent_winner(stats: Sequence[LoadStats], value: Callable[[LoadStats], f
     return (win.pop() if len(lines) > 1 and len(win) == 1 else None), len(rates), tie
 
 
+def _leader(stats: Sequence[LoadStats], rate: float, value: Callable[[LoadStats], float], lower: bool) -> str:
+    v = {s.policy: value(s) * (1 if lower else -1) for s in stats if s.rate == rate}
+    best = [p for p in v if v[p] == min(v.values())]
+    return best[0] if len(best) == 1 else "tie"
+
+
 def _verdict(stats: Sequence[LoadStats], metric: str, q: int, unit: str = " ms") -> str:
     value = (lambda s: s.goodput) if metric == "goodput" else (lambda s: s.ms(metric, q))  # noqa: E731
     win, n, tie = consistent_winner(stats, value, lower_is_better=metric != "goodput")
@@ -126,8 +132,11 @@ def _verdict(stats: Sequence[LoadStats], metric: str, q: int, unit: str = " ms")
     at_top = ", ".join(f"{s.policy} {value(s):.3g}" for s in stats if s.rate == top)
     arrived = next(s.arrival_rate for s in stats if s.rate == top)
     where = f"{top:g} req/s" + (f" ({arrived:.3g} arrived)" if math.isfinite(arrived) else "")
-    if win is None:
-        return f"{name}: no consistent winner across the {n} rates\n(at {where}: {at_top}{unit})"
+    if win is None:  # say who led at each rate, lowest first: a crossover reads at a glance
+        by_rate = ", ".join(_leader(stats, r, value, metric != "goodput") for r in sorted({s.rate for s in stats}))
+        better = "higher" if metric == "goodput" else "lower"
+        return (f"{name}: no consistent winner across the {n} rates\n({better}, by rate: {by_rate})\n"
+                f"(at {where}: {at_top}{unit})")
     better = ("higher" if metric == "goodput" else "lower") + (" or equal" if tie else "")
     return f"{name}: {win} batching {better} at all {n} rates\n(at {where}: {at_top}{unit})"
 

@@ -135,7 +135,9 @@ def test_no_policy_is_named_when_the_winner_changes_with_the_rate():
     assert plots.consistent_winner(zigzag, lambda s: s.ms("ttft", 99)) == (None, 2, False)
     assert plots.consistent_winner(zigzag, lambda s: s.goodput, lower_is_better=False) == (None, 2, False)
     ax = plots.plot_latency_vs_throughput(zigzag).axes[0]
-    assert ax.get_title().startswith("p99 TTFT: no consistent winner across the 2 rates")
+    assert ax.get_title().startswith("p99 TTFT: no consistent winner across the 2 rates\n"
+                                     "(lower, by rate: continuous, static)")  # 30 < 40 at 1/s, 20 < 250 at 8/s
+    assert "(higher, by rate: static, continuous)" in plots.plot_goodput(zigzag).axes[0].get_title()  # 3 > 1, 7.5 > 2
 
 
 def test_a_log_axis_under_a_decade_has_plain_tick_labels():
