@@ -11,12 +11,8 @@ lengths. Two schedulers share one engine (``labkit.export.slots``) and differ on
   the longest), and its first tokens leave together when that call ends. An engine without
   ``admit_batch`` prefills row by row and the first tokens leave after the last one (static TTFT
   then pessimistic by up to rows - 1 prefills);
-- **continuous batching**: before every decode step, waiting requests take any free rows, and
-  finished requests leave at once. The newcomers of one round are prefilled in one padded call
-  (``admit_batch``), as vLLM's scheduler batches the waiting requests' prefills (vLLM packs them
-  without padding under a token budget and, with chunked prefill, runs them in the decode steps'
-  forward pass; neither is modelled here). An engine without ``admit_batch`` prefills one
-  newcomer per call, its first token out at once.
+- **continuous batching**: before every decode step, waiting requests take any free row
+  (prefill of that row alone), and finished requests leave at once.
 
 Time. The server is one loop; a request that arrives during a step is seen after it, as in a
 real single-threaded server. The loop keeps a *virtual clock*: each engine call advances it by
@@ -235,13 +231,9 @@ def serve_open_loop(requests: Sequence[Request], engine: Any, policy: str = "con
         toks[r.id].append(int(token))
         return len(times[r.id]) == r.output_len
 
-    def prefill(batch: list[Request]) -> list[tuple[Request, int, int]]:  # (request, its row, its first token)
-        rows = [free.pop(0) for _ in batch]
-        if callable(getattr(engine, "admit_batch", None)):  # one padded prefill call for the newcomers
-            return list(zip(batch, rows, timed(engine.admit_batch, rows, [r.prompt for r in batch])))
-        # row by row: each first token is known when its call ends, but they leave together after the last
-        firsts = [timed(engine.admit, row, r.prompt) for row, r in zip(rows, batch)]
-        return list(zip(batch, rows, firsts))
+    def prefill(r: Request) -> tuple[Request, int, int]:
+        row = free.pop(0)
+        return r, row, timed(engine.admit, row, r.prompt)  # (request, its row, its first token)
 
     def start(r: Request, row: int, first: int) -> None:
         nonlocal done
@@ -258,16 +250,19 @@ def serve_open_loop(requests: Sequence[Request], engine: Any, policy: str = "con
             now = max(now, pending[nxt].arrival_s)  # idle: jump to the next arrival
             continue
         if policy == "static" and not running:  # a new batch only when the last is done; it is fixed now
-            for r, row, first in prefill([waiting.popleft() for _ in range(min(len(free), len(waiting)))]):
+            batch = [waiting.popleft() for _ in range(min(len(free), len(waiting)))]
+            if callable(getattr(engine, "admit_batch", None)):  # one padded prefill call for the batch
+                rows = [free.pop(0) for _ in batch]
+                firsts = timed(engine.admit_batch, rows, [r.prompt for r in batch])
+                started = list(zip(batch, rows, firsts))
+            else:  # row by row; the first tokens still leave together, after the last prefill
+                started = [prefill(r) for r in batch]
+            for r, row, first in started:
                 start(r, row, first)
         elif policy == "continuous":
-            # Every newcomer a free row can take joins now, their prefills batched in one call (vLLM batches the
-            # waiting requests' prefills too); their first tokens leave when it ends.
-            while free and waiting:  # without admit_batch: one newcomer per call, its first token out at once
-                n = min(len(free), len(waiting)) if callable(getattr(engine, "admit_batch", None)) else 1
-                for r, row, first in prefill([waiting.popleft() for _ in range(n)]):
-                    start(r, row, first)
-                arrive()  # requests that came during this prefill may take the rows still free
+            while free and waiting:
+                start(*prefill(waiting.popleft()))  # a newcomer's first token leaves at once
+                arrive()  # requests that came during this prefill may take the next free row
         if running:
             out = timed(engine.step)  # (slots,) next token of every row
             for row, r in list(running.items()):

@@ -2,8 +2,7 @@
 
 An engine holds ``slots`` rows of one static KV cache and a shared *slot counter* ``cur``: every
 decode step writes all rows' new keys and values at slot ``cur``, then ``cur += 1``. A request
-joins a free row between steps by a prefill of that row (or, with ``admit_batch``, of several
-newcomers' rows in one padded call), written at the slots just before
+joins a free row between steps by a prefill of that row alone, written at the slots just before
 ``cur`` (``cur - L .. cur - 1`` for an L-token prompt); the row's ``pad`` = ``cur - L`` marks
 where its sequence starts. That is the left-padding rule of ``labkit.export.kv_cache`` (position
 = slot - pad, keys before pad masked), so rows that started at different times share one step,
@@ -20,7 +19,7 @@ Engines: ``TorchSlots`` (eager, or the decode step as a CUDA graph on CUDA) and 
 implement the engine contract of ``labkit.export.load``: ``slots``, ``max_tokens``,
 ``admit(slot, prompt) -> first token``, ``step() -> next token of every slot``, ``release(slot)``,
 and ``admit_batch(rows, prompts) -> first tokens``: several free rows prefilled in one call, the
-prompts left-padded to the longest (a static batch, or a round of newcomers). Torch runs it on those rows
+prompts left-padded to the longest (a static batch's one padded prefill). Torch runs it on those rows
 only; JAX runs every row, keeping the admitted ones, so one program per bucket serves any batch.
 """
 

@@ -28,9 +28,8 @@ def _timed_run(requests: list[Request], policy: str = "continuous", slots: int =
 
 def test_timed_engine_times_every_call_and_counts_busy_rows_by_hand() -> None:
     timed, traces = _timed_run(ABC)
-    # t=1 A's and B's prefill in one call, half a second each (B done, its row freed), t=2 C's; steps at
-    # t=3 (A, C) and t=4 (A).
-    assert timed.admit_s == [0.5, 0.5, 1.0] and timed.step_s == [1.0, 1.0] and timed.rows == [2, 1]
+    # t=1 A's prefill, t=2 B's (B done, its row freed), t=3 C's; steps at t=4 (A, C) and t=5 (A).
+    assert timed.admit_s == [1.0, 1.0, 1.0] and timed.step_s == [1.0, 1.0] and timed.rows == [2, 1]
     assert timed.slots == 2 and timed.engine.steps == 2  # the engine's own attributes show through
     clock = FakeClock()
     plain = load.serve_open_loop(ABC, FakeEngine(2, clock), "continuous", clock=clock)
@@ -40,11 +39,9 @@ def test_timed_engine_times_every_call_and_counts_busy_rows_by_hand() -> None:
 def test_loaded_terms_add_up_to_the_duration_by_hand() -> None:
     timed, traces = _timed_run(ABC)
     run = cap.loaded_terms(timed, traces)
-    # 3 requests in 4 s: prefill (0.5 + 0.5 + 1) / 3 = 2/3 s, (2 + 0 + 1) / 3 = 1 later token per request,
-    # step 1 s over 1.5 rows, no idle: 2/3 + 1 x 1 / 1.5 = 4/3 s per request
-    assert (run.step_s, run.decode_tokens, run.rows, run.idle_s) == (1.0, 1.0, 1.5, 0.0)
-    assert run.prefill_s == pytest.approx(2 / 3)
-    assert run.per_request_s == pytest.approx(4 / 3) and run.req_per_s == pytest.approx(
+    # 3 requests in 5 s: prefill 1 s, (2 + 0 + 1) / 3 = 1 later token per request, step 1 s over 1.5 rows, no idle
+    assert (run.prefill_s, run.step_s, run.decode_tokens, run.rows, run.idle_s) == (1.0, 1.0, 1.0, 1.5, 0.0)
+    assert run.per_request_s == pytest.approx(5 / 3) and run.req_per_s == pytest.approx(
         load.load_stats(traces, load.SLO()).request_throughput)
 
 
@@ -60,7 +57,7 @@ def test_a_wrong_row_count_breaks_the_sum() -> None:
     # The notebook asserts the terms add up to the duration: that holds only if the busy rows were counted right.
     timed, traces = _timed_run(ABC)
     timed.rows[:] = [2, 2]  # as if the freed row had still counted as busy
-    assert cap.loaded_terms(timed, traces).per_request_s != pytest.approx(4 / 3)
+    assert cap.loaded_terms(timed, traces).per_request_s != pytest.approx(5 / 3)
 
 
 def test_the_capacity_estimate_by_hand() -> None:
@@ -80,9 +77,8 @@ def test_the_capacity_estimate_by_hand() -> None:
 def test_explain_by_hand_and_the_parts_sum_to_the_miss() -> None:
     timed, traces = _timed_run(ABC)
     parts = cap.explain(cap.estimate_terms(ABC, 1.0, 1.0, 2), cap.loaded_terms(timed, traces))
-    # Two terms moved: the batched prefill (A and B in one call) costs 2/3 s a request, not the idle 1 s: -1/3;
-    # fewer rows per step: 1 token x 1 s x (1 / 1.5 - 1 / 2) = +1/6. Together the whole miss, 4/3 - 1.5 = -1/6.
-    assert parts == pytest.approx({"prefill": -1 / 3, "decode step": 0, "rows per step": 1 / 6, "decode tokens": 0,
+    # Only the rows differ: 1 token x 1 s x (1 / 1.5 - 1 / 2) = 1/6 s per request, the whole miss (5/3 - 1.5).
+    assert parts == pytest.approx({"prefill": 0, "decode step": 0, "rows per step": 1 / 6, "decode tokens": 0,
                                    "idle": 0})
     assert set(parts) == set(cap.TERMS)
     rng = np.random.default_rng(0)

@@ -34,8 +34,7 @@ ABC = [_req(0, 0.0, 10, 3), _req(1, 0.0, 20, 1), _req(2, 0.5, 30, 2)]
 
 
 def test_continuous_batching_timeline_and_metrics_by_hand() -> None:
-    # An engine without admit_batch: one newcomer per prefill call, its first token out at once.
-    traces, engine = _serve(ABC, "continuous", batched=False)
+    traces, engine = _serve(ABC, "continuous")
     # t=1 A's prefill -> A1; t=2 B's prefill -> B1 (B done, row 1 free); C arrived at 0.5 and
     # joins row 1: t=3 C1; step t=4 -> A2, C2 (C done); step t=5 -> A3.
     assert [t.token_s for t in traces] == [(1.0, 4.0, 5.0), (2.0,), (3.0, 4.0)]
@@ -60,16 +59,6 @@ def test_continuous_batching_timeline_and_metrics_by_hand() -> None:
     assert s.row()["ttft_p99_ms"] == pytest.approx(2490) and s.row()["slo_tpot_s"] == 1.5
     assert s.arrival_rate == pytest.approx(2 / 0.5)  # 3 arrivals over 0.5 s: 2 gaps -> 4 requests/s
     assert math.isnan(load.load_stats(traces[:2], SLO()).arrival_rate)  # A and B together: no span
-
-
-def test_continuous_batching_prefills_a_round_of_newcomers_in_one_call() -> None:
-    traces, engine = _serve(ABC, "continuous")
-    # A and B wait at t=0 with both rows free: one padded call ends at t=1 -> A1, B1 (B done, row 1
-    # free); C, arrived at 0.5, joins row 1 alone: t=2 C1; step t=3 -> A2, C2 (C done); step t=4 -> A3.
-    assert [t.token_s for t in traces] == [(1.0, 3.0, 4.0), (1.0,), (2.0, 3.0)]
-    assert [t.tokens for t in traces] == [(11, 12, 13), (21,), (31, 32)]  # the same tokens as row by row
-    assert [t.ttft_s for t in traces] == [1.0, 1.0, 1.5] and traces[0].itl_s == (2.0, 1.0)
-    assert engine.steps == 2 and load.load_stats(traces, SLO()).duration_s == 4.0
 
 
 def test_static_batching_timeline_by_hand() -> None:
@@ -114,13 +103,12 @@ def test_static_vs_continuous_head_of_line_blocking() -> None:
     # static: batch {R0, R1}: one prefill call ends at 1 -> R0@1, R1@1; R0's 4 steps end at 5; then
     # {R2, R3}: one call -> both @6.
     assert [t.ttft_s for t in static] == [1.0, 1.0, 6.0, 6.0]
-    # continuous: {R0, R1} in one call -> both @1; R2 and R3 then take R1's freed row one after the
-    # other (one row free each time): @2, @3; R0's 4 steps then run 4..7.
-    assert [t.ttft_s for t in cont] == [1.0, 1.0, 2.0, 3.0]
-    assert static[0].e2e_s == 5.0 and cont[0].e2e_s == 7.0  # the price: R0 waits for their prefills
+    # continuous: R2 and R3 take R1's freed row at once: @3, @4; R0's steps then run 5..8.
+    assert [t.ttft_s for t in cont] == [1.0, 2.0, 3.0, 4.0]
+    assert static[0].e2e_s == 5.0 and cont[0].e2e_s == 8.0  # the price: R0 waits for their prefills
     a, b = (load.load_stats(t, SLO(ttft_s=4.0)) for t in (static, cont))
-    assert a.ms("ttft", 50) == pytest.approx(3500) and b.ms("ttft", 50) == pytest.approx(1500)
-    assert a.goodput == pytest.approx(2 / 6) and b.goodput == pytest.approx(4 / 7)  # durations 6 s and 7 s
+    assert a.ms("ttft", 50) == pytest.approx(3500) and b.ms("ttft", 50) == pytest.approx(2500)
+    assert a.goodput == pytest.approx(2 / 6) and b.goodput == pytest.approx(4 / 8)  # durations 6 s and 8 s
 
 
 def test_idle_server_jumps_to_the_next_arrival_and_cost_terms_count() -> None:
