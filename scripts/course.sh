@@ -3,9 +3,10 @@
 #   run  [LAB ...] [--profile ...]   execute the labs headless -> build/run/report.html
 #   test [PYTEST ARGS ...]           the whole test suite (unit tests + every lab via papermill and nbval)
 #   test-xla [PYTEST ARGS ...]       the torch-xla tests and labs 03/05 in .venv-xla (optional extra, ~7 GB)
-#   test-latest [PYTEST ARGS ...]    the version matrix's second row: the whole suite in .venv-latest, on a
-#                                    Python >= 3.12 (python3.13, python3.12, then pyenv's) and the newest
-#                                    versions that resolve (no lock)
+#   test-latest [PYTEST ARGS ...]    the version matrix's second row, in .venv-latest on a Python >= 3.12
+#                                    (python3.13, python3.12, then pyenv's) with the newest versions that
+#                                    resolve (no lock): every lab under nbval and the runtime's version tests;
+#                                    given PYTEST ARGS, those instead (`tests labs --nbval-lax`: the whole suite)
 #   site                             the course as a static site -> build/site/index.html (labs with a
 #                                    reference run's outputs, the cross-chip page); Sphinx in build/.venv-site
 #   site-check                       screenshots of the built site (index, cross-chip page, Lab 06) with headless
@@ -116,7 +117,10 @@ case "$cmd" in
   test) exec python -m pytest tests labs --nbval-lax -p no:cacheprovider -n "${LABKIT_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
   test-latest)
     python -c 'from labkit.runtime import versions; import json, sys; print("course.sh: matrix row", sys.version.split()[0], json.dumps({k: versions.version(k) for k in ("jax", "jaxlib", "flax", "optax", "numpy", "torch", "triton", "ml_dtypes")}))'
-    exec python -m pytest tests labs --nbval-lax -p no:cacheprovider -n "${LABKIT_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
+    # By default the part that meets new versions first, inside CI's 30 minutes: the seven labs as learners run
+    # them, and labkit.runtime's version gates. The lock's row runs everything else.
+    [ $# -gt 0 ] || set -- labs --nbval-lax tests/runtime
+    exec python -m pytest -p no:cacheprovider -n "${LABKIT_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
   # The optional torch-xla extra (torch 2.9 + torch-xla 2.9, about 7 GB) in .venv-xla: the tests that
   # need it and the two labs with PyTorch/XLA sections, on simulated CPU devices. Not part of CI.
   test-xla) exec python -m pytest tests/sharding/test_layouts.py tests/export/test_routes.py tests/runtime/test_device.py \

@@ -1,19 +1,24 @@
 """Every lab: stored clean, follows the conventions, and runs end to end (papermill, smoke).
 
-nbval runs the same notebooks again as learners' Jupyter would (`pytest --nbval-lax labs/`,
-part of the README's test command).
+The labs run twice in the README's test command, each time as something a user runs: nbval executes
+the instructor notebooks cell by cell as learners' Jupyter would (`pytest --nbval-lax labs/`), and
+`labkit run` (papermill) executes the *student copies* once, for every check here that reads a run:
+each lab ends ok, records its figures, reports every exercise "not done yet" and leaves no scratch.
+A student copy is its lab with the solution regions stubbed (tests/course/test_student.py checks
+that nothing else changes), so its records are the lab's; the solutions themselves are run by nbval
+and judged by tests/course/exercises.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
+import nbformat
 import pytest
 
-from labkit.course import runner
+from labkit.course import runner, student
 from labkit.runtime import hardware
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,14 +117,17 @@ def test_long_cell_check_can_fail() -> None:
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    out = tmp_path_factory.mktemp("run")
+    """`labkit run` of every lab's student copy, once: the run the tests below read."""
+    copies = tmp_path_factory.mktemp("student") / "labs"
+    student.write_student_copies(LABS, copies)
     scratch = tmp_path_factory.mktemp("kernel-tmp")  # the kernels' TMPDIR: what the labs leave there is checked
-    before = os.environ.get("TMPDIR")
-    os.environ["TMPDIR"] = str(scratch)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TMPDIR", str(scratch))
+    mp.setenv("LABKIT_CHECK_MODE", "report")  # report, don't stop: the stubs are "not done yet"
     try:
-        report = runner.run([], "auto", out, timeout_s=900, directory=ROOT / "labs")
+        report = runner.run([], "auto", tmp_path_factory.mktemp("run"), timeout_s=900, directory=copies)
     finally:
-        os.environ.pop("TMPDIR") if before is None else os.environ.__setitem__("TMPDIR", before)
+        mp.undo()
     return report | {"kernel_tmpdir": str(scratch)}
 
 
@@ -137,6 +145,18 @@ def test_lab_runs_and_records(smoke_run: dict, lab: Path) -> None:
     missing = REQUIRED_METRICS.get(lab.stem, set()) - set(result["metrics"])
     assert not missing, f"{lab.stem} did not record {sorted(missing)}"
     assert result["metrics"]["profile"] == "smoke"  # auto -> smoke on a CPU runtime
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.stem)
+def test_student_copy_reports_every_exercise_not_done(smoke_run: dict, lab: Path) -> None:
+    """A learner who has done nothing yet runs the lab to its end, and every check says "not done yet"."""
+    result = next(r for r in smoke_run["labs"] if r["name"] == lab.stem)
+    assert result["status"] == "ok", f"{lab.stem}'s student copy did not run to its end: {result['error']}"
+    executed = nbformat.read(Path(smoke_run["out_dir"]) / result["notebook"], as_version=4)
+    text = "\n".join(o.get("text", "") for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    n_checks = sum(len(student._CHECK_CALL.findall(c.source)) for c in executed.cells if c.cell_type == "code")
+    assert text.count("not done yet") == n_checks >= 2
+    assert "✔" not in text  # no stub passes a check
 
 
 def test_lab00_numbers(smoke_run: dict) -> None:
