@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine: set up .venv (once, from the lock), then
 #   run  [LAB ...] [--profile ...]   execute the labs headless -> build/run/report.html
-#   test [PYTEST ARGS ...]           the whole test suite (unit tests + every lab via papermill and nbval)
+#   test [PYTEST ARGS ...]           the test suite: unit tests, and every lab's student copy run end to end
+#                                    with papermill (CI's first row; `test labs --nbval-lax` adds nbval of the labs)
 #   test-xla [PYTEST ARGS ...]       the torch-xla tests and labs 03/05 in .venv-xla (optional extra, ~7 GB)
 #   test-latest [PYTEST ARGS ...]    the version matrix's second row, in .venv-latest on a Python >= 3.12
 #                                    (python3.13, python3.12, then pyenv's) with the newest versions that
-#                                    resolve (no lock): every lab under nbval and the runtime's version tests;
-#                                    given PYTEST ARGS, those instead (`tests labs --nbval-lax`: the whole suite)
+#                                    resolve (no lock): every lab under nbval and the runtime's version tests
+#                                    (CI's second row); given PYTEST ARGS, those instead (`tests labs --nbval-lax`)
 #   site                             the course as a static site -> build/site/index.html (labs with a
 #                                    reference run's outputs, the cross-chip page); Sphinx in build/.venv-site
 #   site-check                       screenshots of the built site (index, cross-chip page, Lab 06) with headless
@@ -113,12 +114,13 @@ case "$cmd" in
       echo "site-check: $shot"
     done ;;
   run)  exec labkit run "$@" ;;
-  # Two workers; --dist loadfile keeps each notebook (nbval) and each test file on one worker.
-  test) exec python -m pytest tests labs --nbval-lax -p no:cacheprovider -n "${LABKIT_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
+  # Two workers; --dist loadfile keeps each notebook (nbval) and each test file on one worker. Each CI row
+  # executes every lab once: this one the student copies (tests/test_labs.py), test-latest the labs under nbval.
+  test) exec python -m pytest tests --nbval-lax -p no:cacheprovider -n "${LABKIT_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
   test-latest)
     python -c 'from labkit.runtime import versions; import json, sys; print("course.sh: matrix row", sys.version.split()[0], json.dumps({k: versions.version(k) for k in ("jax", "jaxlib", "flax", "optax", "numpy", "torch", "triton", "ml_dtypes")}))'
     # By default the part that meets new versions first, inside CI's 30 minutes: the seven labs as learners run
-    # them, and labkit.runtime's version gates. The lock's row runs everything else.
+    # them, solutions included, and labkit.runtime's version gates. The lock's row runs everything else.
     [ $# -gt 0 ] || set -- labs --nbval-lax tests/runtime
     exec python -m pytest -p no:cacheprovider -n "${LABKIT_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
   # The optional torch-xla extra (torch 2.9 + torch-xla 2.9, about 7 GB) in .venv-xla: the tests that

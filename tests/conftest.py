@@ -43,3 +43,16 @@ def stop_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     from labkit.course.check import MODE_ENV
 
     monkeypatch.delenv(MODE_ENV, raising=False)
+
+
+# The files that take longest on 2 cores, first: pytest-xdist's --dist loadfile hands files out in collection
+# order, so the ~11-minute run of every lab (tests/test_labs.py) would otherwise start last and end alone.
+LONGEST_FIRST = ("tests/test_labs.py", "tests/course/test_lowering.py", "tests/precision/test_train.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Move the longest test files to the front, keeping every file's own order (CI's wall time)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    key = lambda item: rank.get(Path(str(item.path)).resolve().relative_to(ROOT).as_posix()  # noqa: E731
+                                if Path(str(item.path)).resolve().is_relative_to(ROOT) else "", len(rank))
+    items.sort(key=key)  # stable: the rest keep pytest's order

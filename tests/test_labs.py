@@ -1,12 +1,12 @@
 """Every lab: stored clean, follows the conventions, and runs end to end (papermill, smoke).
 
-The labs run twice in the README's test command, each time as something a user runs: nbval executes
-the instructor notebooks cell by cell as learners' Jupyter would (`pytest --nbval-lax labs/`), and
-`labkit run` (papermill) executes the *student copies* once, for every check here that reads a run:
-each lab ends ok, records its figures, reports every exercise "not done yet" and leaves no scratch.
-A student copy is its lab with the solution regions stubbed (tests/course/test_student.py checks
-that nothing else changes), so its records are the lab's; the solutions themselves are run by nbval
-and judged by tests/course/exercises.
+Each CI row executes every lab once, as something a user runs. Here, in the README's test command (on
+the lock), `labkit run` (papermill) executes the *student copies*, once, for every check that reads a
+run: each lab ends ok, records its figures, reports every exercise "not done yet" and leaves no
+scratch. A student copy is its lab with the solution regions stubbed (tests/course/test_student.py
+checks that nothing else changes), so its records are the lab's; the solutions are judged by
+tests/course/exercises, and run in place by nbval (`pytest --nbval-lax labs/`: CI's second row, on the
+newest versions, executes the instructor notebooks cell by cell as learners' Jupyter would).
 """
 
 from __future__ import annotations
