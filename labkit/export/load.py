@@ -295,6 +295,10 @@ class LoadStats:
         """Latency percentile q of metric ("ttft", "tpot", "itl", "e2e"), ms (Lab 05)."""
         return self.latency_ms[f"{metric}_p{q}"]
 
+    def kept_up(self) -> bool:
+        """No queue built: p50 TTFT within the SLO's TTFT (where Lab 05 checks head-of-line blocking)."""
+        return self.slo.ttft_s is not None and self.ms("ttft", 50) <= self.slo.ttft_s * 1e3
+
     def row(self) -> dict[str, Any]:
         """A flat dict for tables and JSON: latency keys become e.g. "ttft_p99_ms" (Lab 05)."""
         d = {k: v for k, v in asdict(self).items() if k not in ("latency_ms", "slo")}

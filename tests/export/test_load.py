@@ -111,6 +111,14 @@ def test_static_vs_continuous_head_of_line_blocking() -> None:
     assert a.goodput == pytest.approx(2 / 6) and b.goodput == pytest.approx(4 / 8)  # durations 6 s and 8 s
 
 
+def test_kept_up_is_p50_ttft_within_the_slo() -> None:
+    # The head-of-line case above: p50 TTFT static 3.5 s, continuous 2.5 s; at the boundary it still counts.
+    reqs = [_req(0, 0.0, 10, 5)] + [_req(i, 0.0, 10 * (i + 1), 1) for i in (1, 2, 3)]
+    static, cont = (load.load_stats(_serve(reqs, p)[0], SLO(ttft_s=2.5)) for p in ("static", "continuous"))
+    assert cont.kept_up() and not static.kept_up()
+    assert not load.load_stats(_serve(reqs, "continuous")[0], SLO(tpot_s=1.0)).kept_up()  # no TTFT objective
+
+
 def test_idle_server_jumps_to_the_next_arrival_and_cost_terms_count() -> None:
     # prefill 0.5 + 0.25 * L s, step 0.1 + 0.2 * busy rows s
     reqs = [Request(0, 0.0, np.array([1, 2]), 2), Request(1, 10.0, np.array([5, 6, 7, 8]), 1)]
