@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit.course import runner, student
+from labkit.course import check, runner, student
 from labkit.runtime import hardware
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,14 +116,14 @@ def test_long_cell_check_can_fail() -> None:
 
 
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def student_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """`labkit run` of every lab's student copy, once: the run the tests below read."""
     copies = tmp_path_factory.mktemp("student") / "labs"
     student.write_student_copies(LABS, copies)
     scratch = tmp_path_factory.mktemp("kernel-tmp")  # the kernels' TMPDIR: what the labs leave there is checked
     mp = pytest.MonkeyPatch()
     mp.setenv("TMPDIR", str(scratch))
-    mp.setenv("LABKIT_CHECK_MODE", "report")  # report, don't stop: the stubs are "not done yet"
+    mp.setenv(check.MODE_ENV, "report")  # report, don't stop: the stubs are "not done yet"
     try:
         report = runner.run([], "auto", tmp_path_factory.mktemp("run"), timeout_s=900, directory=copies)
     finally:
@@ -131,15 +131,15 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return report | {"kernel_tmpdir": str(scratch)}
 
 
-def test_labs_leave_no_scratch_folders_behind(smoke_run: dict) -> None:
+def test_labs_leave_no_scratch_folders_behind(student_run: dict) -> None:
     """Labs 03 and 05 used to leave a folder in /tmp per run (a few MB each): a TemporaryDirectory goes with the kernel."""
-    left = sorted(p.name for p in Path(smoke_run["kernel_tmpdir"]).iterdir() if p.name.startswith(("lab0", "labkit")))
+    left = sorted(p.name for p in Path(student_run["kernel_tmpdir"]).iterdir() if p.name.startswith(("lab0", "labkit")))
     assert not left, f"the labs left these in their TMPDIR: {left}"
 
 
 @pytest.mark.parametrize("lab", LABS, ids=lambda p: p.stem)
-def test_lab_runs_and_records(smoke_run: dict, lab: Path) -> None:
-    result = next(r for r in smoke_run["labs"] if r["name"] == lab.stem)
+def test_lab_runs_and_records(student_run: dict, lab: Path) -> None:
+    result = next(r for r in student_run["labs"] if r["name"] == lab.stem)
     err = result["error"] or {}
     assert result["status"] == "ok", f"cell {err.get('cell')}: {err.get('ename')}: {err.get('evalue')}\n{err.get('traceback', '')[-2000:]}"
     missing = REQUIRED_METRICS.get(lab.stem, set()) - set(result["metrics"])
@@ -148,19 +148,19 @@ def test_lab_runs_and_records(smoke_run: dict, lab: Path) -> None:
 
 
 @pytest.mark.parametrize("lab", LABS, ids=lambda p: p.stem)
-def test_student_copy_reports_every_exercise_not_done(smoke_run: dict, lab: Path) -> None:
+def test_student_copy_reports_every_exercise_not_done(student_run: dict, lab: Path) -> None:
     """A learner who has done nothing yet runs the lab to its end, and every check says "not done yet"."""
-    result = next(r for r in smoke_run["labs"] if r["name"] == lab.stem)
+    result = next(r for r in student_run["labs"] if r["name"] == lab.stem)
     assert result["status"] == "ok", f"{lab.stem}'s student copy did not run to its end: {result['error']}"
-    executed = nbformat.read(Path(smoke_run["out_dir"]) / result["notebook"], as_version=4)
+    executed = nbformat.read(Path(student_run["out_dir"]) / result["notebook"], as_version=4)
     text = "\n".join(o.get("text", "") for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", []))
     n_checks = sum(len(student._CHECK_CALL.findall(c.source)) for c in executed.cells if c.cell_type == "code")
     assert text.count("not done yet") == n_checks >= 2
     assert "✔" not in text  # no stub passes a check
 
 
-def test_lab00_numbers(smoke_run: dict) -> None:
-    m = next(r for r in smoke_run["labs"] if r["name"] == "00_know_your_accelerator")["metrics"]
+def test_lab00_numbers(student_run: dict) -> None:
+    m = next(r for r in student_run["labs"] if r["name"] == "00_know_your_accelerator")["metrics"]
     assert m["matmul_tflops_measured"] > 0 and m["bandwidth_gbs_measured"] > 0
     spec = hardware.lookup(m["chip"])
     assert m["peak_tflops_spec"] == (spec.peak_tflops[m["matmul_dtype"]] if spec else None)
