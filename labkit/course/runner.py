@@ -124,6 +124,9 @@ class LabResult:
     metrics: dict[str, Any] = field(default_factory=dict)
     error: dict[str, Any] | None = None  # {"cell": index, "source", "ename", "evalue", "traceback"}
     notebook: str = ""  # executed notebook, relative to the report
+    # What the lab's processes left in their own TMPDIR (removed with it): a lab should clean up after
+    # itself, as it must when a learner runs it in Jupyter; a killed kernel leaves its connection file.
+    left_in_tmp: list[str] = field(default_factory=list)
 
 
 def labs_dir() -> Path:
@@ -223,7 +226,8 @@ def run_lab(
             nb = {}
         error = describe_failure(nb, log, status, timeout_s)
         error["log_tail"] = log[-3000:]
-    return LabResult(path.stem, status, round(seconds, 2), read_metrics(metrics_file), error, executed.name)
+    return LabResult(path.stem, status, round(seconds, 2), read_metrics(metrics_file), error, executed.name,
+                     tree.left_in_tmp)
 
 
 def detect_runtime() -> dict[str, Any]:

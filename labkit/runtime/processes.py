@@ -2,20 +2,27 @@
 
 ``labkit run`` (each lab's papermill, its kernel -- which jupyter starts in a session of its own --
 and whatever the lab starts) and the multi-process launcher of Lab 03 both start their processes
-through a :class:`ProcessTree`, so a crash, a hang or a timeout leaves nothing running.
+through a :class:`ProcessTree`, so a crash, a hang or a timeout leaves nothing running -- and
+nothing in the temp folder: the tree's processes get a TMPDIR of their own, removed when the tree
+ends (a killed kernel's connection file, torchrun's ``torchelastic_*`` log folder).
 """
 
 from __future__ import annotations
 
+import getpass
 import os
+import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
 
 TAG_ENV = "LABKIT_PROCESS_TAGS"  # ":"-joined run tags; every descendant inherits them
 _PROC = Path("/proc")
+TMP_ENVS = ("TMPDIR", "TEMP", "TMP")  # where Python's tempfile (and most tools) put scratch files
 REAP_WAIT_S = 3.0  # how long to wait for init to reap killed orphans (some containers' init polls every ~2 s)
 
 
@@ -43,6 +50,15 @@ def _table() -> dict[int, tuple[int, int, int, str]]:
         pid, ppid, pgid, state = line.split()[:4]
         out[int(pid)] = (int(ppid), int(pgid), int(pgid), state[0])
     return out
+
+
+def _user() -> str:
+    """The user name as torch's inductor spells it in its default cache folder."""
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):
+        name = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
+    return re.sub(r'[\\/:*?"<>|]', "_", name)
 
 
 def _has_tag(pid: int, tag: str) -> bool:
@@ -73,12 +89,32 @@ class ProcessTree:
         self.pids: set[int] = set()  # every member ever seen (for the caller's records)
         # Never ours: this process, its group, its session (the runner must not kill itself).
         self._mine = {os.getpid(), os.getpgrp(), os.getsid(0)}
+        self.tmpdir: Path | None = None  # the members' TMPDIR, made by env(), removed by end()
+        self.left_in_tmp: list[str] = []  # what the members left there, as end() found it
 
     def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
-        """``base`` (default os.environ) with this tree's tag added to TAG_ENV (Lab 03)."""
+        """``base`` (default os.environ) with this tree's tag and its own TMPDIR (Lab 03)."""
         env = dict(os.environ if base is None else base)
         env[TAG_ENV] = ":".join(t for t in (env.get(TAG_ENV, ""), self.tag) if t)
+        outer = env.get("TMPDIR") or tempfile.gettempdir()
+        if self.tmpdir is None:
+            self.tmpdir = Path(tempfile.mkdtemp(prefix="labkit-tmp-", dir=outer))
+        # torch.compile's cache lives in the temp folder by default: keep it where it was, so it
+        # outlives the tree (a compile cache is meant to be reused, not swept with the scratch).
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(outer, f"torchinductor_{_user()}"))
+        env.update(dict.fromkeys(TMP_ENVS, str(self.tmpdir)))
         return env
+
+    def remove_tmp(self) -> list[str]:
+        """Remove the members' TMPDIR; the names they left in it, sorted (Lab 03; every lab run)."""
+        if self.tmpdir is not None:
+            try:
+                self.left_in_tmp = sorted(p.name for p in self.tmpdir.iterdir())
+            except OSError:
+                self.left_in_tmp = []
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            self.tmpdir = None
+        return self.left_in_tmp
 
     def add(self, proc: subprocess.Popen) -> None:
         """Follow ``proc`` and everything it starts (Lab 03)."""
@@ -124,7 +160,9 @@ class ProcessTree:
     def end(self, grace_s: float = 0.0, wait_s: float = 5.0) -> list[int]:
         """SIGTERM all, wait up to ``grace_s``, freeze and SIGKILL the rest, check all gone (Lab 03).
 
-        Returns every pid ended; raises :class:`ProcessesLeftRunning` if any outlives ``wait_s``.
+        Then removes the members' TMPDIR (what was in it: :attr:`left_in_tmp`). Returns every pid
+        ended; raises :class:`ProcessesLeftRunning` if any outlives ``wait_s`` (the TMPDIR stays then:
+        a live process may still use it).
         """
         ended: set[int] = set()
         if grace_s > 0:
@@ -163,6 +201,7 @@ class ProcessTree:
             alive = {pid for pid in ended if table.get(pid, (0, 0, 0, "Z"))[3] != "Z"} | self.watch()
             if not alive:
                 if not any(pid in table for pid in ended) or time.monotonic() > reaped_by:
+                    self.remove_tmp()
                     return sorted(ended)
             elif time.monotonic() > deadline:
                 raise ProcessesLeftRunning(

@@ -112,13 +112,22 @@ def _assert_gone(pids: list[int]) -> None:
     ("raise RuntimeError('lab crashed')", "failed"),  # an error: papermill shuts the kernel, not its children
     ("x = 1", "ok"),  # a lab that passes but leaves a child running
 ])
-def test_no_process_outlives_its_lab(tmp_path: Path, tail: str, status: str) -> None:
+def test_no_process_outlives_its_lab(tmp_path: Path, tail: str, status: str, monkeypatch: pytest.MonkeyPatch) -> None:
     pids = tmp_path / "pids"
     lab = _lab(tmp_path / "00_spawns.ipynb", _SPAWN.format(pids=str(pids)), tail)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
     # 12 s: long enough for a kernel to start on a busy CI machine and reach the hang
     result = runner.run_lab(lab, tmp_path / "run", "smoke", timeout_s=12 if status == "timeout" else 120)
     assert result.status == status
     _assert_gone(_recorded_pids(pids))
+    # Nor a file: a killed papermill never removes its kernel's connection file (a tmp*.json in the temp
+    # folder, one per timed-out lab, before the lab's processes got a TMPDIR of their own).
+    assert list(tmp.iterdir()) == []
+    killed = status == "timeout"
+    assert [n for n in result.left_in_tmp if n.endswith(".json")] == ([] if not killed else result.left_in_tmp)
+    assert bool(result.left_in_tmp) == killed
     if status == "timeout":  # code cell 1 is the parameters cell, 2 spawns, 3 hangs
         assert result.error["cell"] == 3 and "time.sleep(600)" in result.error["source"]
         assert "cell 3 was still running" in result.error["evalue"]

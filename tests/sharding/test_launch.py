@@ -46,8 +46,13 @@ def test_torchrun_ddp_matches_the_jax_step(tmp_path: Path) -> None:
     out = tmp_path / "ddp.npz"
     port = launch.free_port()
     cmd = torch_sharding.torchrun_cmd(2, port, "--config", json.dumps(CFG), "--batch", "8", "--out", str(out))
-    res = launch.launch(cmd, nproc=1, timeout_s=150, port=port, cwd=str(ROOT))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    res = launch.launch(cmd, nproc=1, timeout_s=150, port=port, cwd=str(ROOT), env=dict(os.environ, TMPDIR=str(tmp)))
     assert "rank 1/2" in res.outputs[0]
+    # torchrun's torchelastic_* log folder went with the run's TMPDIR; torch.compile's cache (which importing
+    # torch.distributed creates) stays where torch puts it by default, to be reused.
+    assert [p.name for p in tmp.iterdir() if not p.name.startswith("torchinductor_")] == []
     ddp = np.load(out)
     jax_ref = _jax_step(tmp_path, 1, 8, "ref")
     assert abs(float(ddp["loss"]) - float(jax_ref["loss"])) < 1e-5  # two frameworks, one loss
