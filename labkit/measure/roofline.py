@@ -115,7 +115,7 @@ def stream_jax(n_elements: int, dtype: str = "fp32", repeats: int = 10, in_place
     (n_elements,) = check_sizes(n_elements=n_elements)  # 0 elements: 0 bytes, and every rate divides by them
     dt = _jnp_dtype(dtype)
     f = jax.jit(lambda x: x + 1, donate_argnums=0 if in_place else ())
-    make = lambda i: (jax.random.normal(jax.random.key(i), (n_elements,), dt),)  # noqa: E731
+    make = vectors_jax(n_elements, dt)
     fn = _in_place(f, 0) if in_place else f
     t = time_jax(fn, make, repeats=repeats, label=f"jax stream {n_elements} {dtype}", calls=_calls_jax())
     nbytes = 2 * n_elements * BYTES[dtype]  # read x, write y
@@ -151,9 +151,28 @@ def read_jax(n_elements: int, dtype: str = "fp32", repeats: int = 10) -> OpPoint
     (n_elements,) = check_sizes(n_elements=n_elements)
     dt = _jnp_dtype(dtype)
     f = jax.jit(lambda x: x.sum(dtype=jax.numpy.float32))  # fp32 accumulator: the sum itself is not the lesson
-    make = lambda i: (jax.random.normal(jax.random.key(i), (n_elements,), dt),)  # noqa: E731
+    make = vectors_jax(n_elements, dt)
     t = time_jax(f, make, repeats=repeats, label=f"jax read {n_elements} {dtype}", calls=_calls_jax())
     return OpPoint(f"read {_mib(n_elements, dtype)}", "jax", dtype, n_elements, n_elements * BYTES[dtype], t)
+
+
+def vectors_jax(n_elements: int, dt: Any, count: int = 1) -> Callable[[int], tuple[Any, ...]]:
+    """make_inputs for a JAX bandwidth probe: ``count`` new (n_elements,) vectors per repeat (Lab 00).
+
+    One normal draw per vector, then ``base + i`` for repeat i: a new buffer holding new values every
+    repeat for one memory pass, where a threefry draw of 128 MiB takes ~0.8 s on a 2-core CPU (seven
+    probes x seven draws were half of Lab 00's smoke run there). The bases are drawn on first use.
+    """
+    import jax
+
+    bases: list[Any] = []
+
+    def make(i: int) -> tuple[Any, ...]:
+        if not bases:
+            bases.extend(jax.random.normal(k, (n_elements,), dt) for k in jax.random.split(jax.random.key(0), count))
+        return tuple(b + jax.numpy.asarray(i, dt) for b in bases)
+
+    return make
 
 
 def _calls_jax() -> int | None:
@@ -180,10 +199,7 @@ def add_jax(n_elements: int, repeats: int = 10, dtype: str = "fp32", name: str =
     dt = _jnp_dtype(dtype)
     f = _in_place(jax.jit(lambda x, y: x + y, donate_argnums=1), 1)
 
-    def make(i: int) -> tuple[Any, Any]:
-        ka, kb = jax.random.split(jax.random.key(i))
-        return jax.random.normal(ka, (n_elements,), dt), jax.random.normal(kb, (n_elements,), dt)
-
+    make = vectors_jax(n_elements, dt, count=2)
     t = time_jax(f, make, repeats=repeats, label=f"jax add {n_elements} {dtype}", calls=_calls_jax())
     return OpPoint(name, "jax", dtype, n_elements, 3 * BYTES[dtype] * n_elements, t)
 

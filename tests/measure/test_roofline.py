@@ -209,3 +209,17 @@ def test_torch_probes_draw_their_inputs_on_the_gpu(monkeypatch: pytest.MonkeyPat
 def test_matmul_sweep_wants_a_list_of_sizes(bad) -> None:
     with pytest.raises(TypeError, match=r"sizes must be a non-empty list of matrix sizes, e.g. \[1024, 2048\]"):
         roofline.matmul_sweep("jax", bad, "fp32")
+
+
+def test_probe_inputs_are_new_each_repeat_and_cheap_to_make() -> None:
+    # A bandwidth probe's repeat must not read the buffer (or the values) of the one before it; drawing each
+    # repeat's 128 MiB anew with threefry cost ~0.8 s a draw on 2 cores, so one draw is shifted per repeat.
+    import jax.numpy as jnp
+
+    make = roofline.vectors_jax(4096, jnp.float32, count=2)
+    (x0, y0), (x1, y1) = make(0), make(1)
+    assert x0.shape == (4096,) and x0.dtype == jnp.float32
+    assert 0.9 < float(jnp.std(x0)) < 1.1 and not jnp.array_equal(x0, y0)  # normal draws, a different one per vector
+    assert jnp.allclose(x1 - x0, 1.0) and jnp.allclose(y1 - y0, 1.0)  # repeat i: new values (base + i)
+    assert x1.unsafe_buffer_pointer() != x0.unsafe_buffer_pointer()  # and a new buffer
+    assert jnp.array_equal(make(0)[0], x0)  # the same repeat, the same inputs
