@@ -161,18 +161,12 @@ def vectors_jax(n_elements: int, dt: Any, count: int = 1) -> Callable[[int], tup
 
     One normal draw per vector, then ``base + i`` for repeat i: a new buffer holding new values every
     repeat for one memory pass, where a threefry draw of 128 MiB takes ~0.8 s on a 2-core CPU (seven
-    probes x seven draws were half of Lab 00's smoke run there). The bases are drawn on first use.
+    probes x seven draws were half of Lab 00's smoke run there).
     """
     import jax
 
-    bases: list[Any] = []
-
-    def make(i: int) -> tuple[Any, ...]:
-        if not bases:
-            bases.extend(jax.random.normal(k, (n_elements,), dt) for k in jax.random.split(jax.random.key(0), count))
-        return tuple(b + jax.numpy.asarray(i, dt) for b in bases)
-
-    return make
+    bases = [jax.random.normal(k, (n_elements,), dt) for k in jax.random.split(jax.random.key(0), count)]
+    return lambda i: tuple(b + jax.numpy.asarray(i, dt) for b in bases)
 
 
 def _calls_jax() -> int | None:
