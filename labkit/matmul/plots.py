@@ -197,6 +197,8 @@ def plot_measured_sweeps(shapes: Mapping[str, Sequence[tuple[int, int, int]]],
     axes[0][0].legend(fontsize=8)
     # No verdict from the platform's name: what the curves show is read from them (below, and in the lab's cells).
     title = f"Measured on {platform.upper()} vs both models (each normalized to its best)"
+    if platform == "cpu":  # neither model is this chip: a model curve that tracks a CPU curve validates nothing
+        title += ";\nthe models are a TPU's and a GPU's, drawn for where their cliffs fall, not as this CPU's prediction"
     if "batch" in shapes:  # each framework's first batch over its own best, unless it sits on a floor
         first = {fw: next((f for f in floors.get(fw, ()) if f.start == 0), None) for fw in frameworks}
         said = [f"{fw} on a {first[fw].describe()}" if first[fw] else

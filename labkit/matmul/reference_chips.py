@@ -78,8 +78,8 @@ def square(model: str, n: int) -> float:
 
 def cliff_table(models: Sequence[str] = tuple(MODELS)) -> list[dict[str, Any]]:
     """(Lab 01) One row per model: predicted fraction of peak on both sides of each cliff."""
-    # Padding (N = 128 | 129, 4096 | 4097 square), streaming (M = 1, 16) and the T4 / H100 wave
-    # edges (M = 640 | 641, 1024 | 1025); every other dimension at BIG.
+    # Padding (N = 128 | 129, 4096 | 4097 square), streaming (M = 1, 16), the T4's row-block edge
+    # (M = 640 | 641: tile padding) and the H100's wave edge (M = 1024 | 1025); every other dimension at BIG.
     return [{"model": m, "N=128": at(m, "N", 128), "N=129": at(m, "N", 129),
              "square 4096": square(m, 4096), "square 4097": square(m, 4097),
              "M=1": at(m, "M", 1), "M=16": at(m, "M", 16), "M=640": at(m, "M", 640),

@@ -49,7 +49,7 @@ def test_cliff_table_has_a_row_per_model_with_both_sides_of_each_cliff():
     rows = rc.cliff_table([MXU128, T4])
     assert [r["model"] for r in rows] == [MXU128, T4]
     assert rows[0]["square 4097"] < 0.999 * rows[0]["square 4096"]  # the padding cliff, compute-bound
-    assert rows[1]["M=641"] < rows[1]["M=640"]                  # the T4's wave cliff
+    assert rows[1]["M=641"] < rows[1]["M=640"]                  # the T4's row-block (padding) cliff
     assert rows[1]["square 4097"] < rows[1]["square 4096"]
     assert len(rc.cliff_table()) == 4
 
