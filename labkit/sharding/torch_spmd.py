@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from labkit.gpt.config import GPTConfig
-from labkit.sharding.train_step import LR
+from labkit.sharding.train_step import GRAD_PREFIX, LR
 
 
 def torchrun_cmd(nproc: int, port: int, *worker_args: str) -> list[str]:
@@ -36,10 +36,12 @@ def torchrun_cmd(nproc: int, port: int, *worker_args: str) -> list[str]:
 
 
 def ddp_step(cfg: GPTConfig, params: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray,
-             lr: float = LR) -> tuple[float, dict[str, np.ndarray]]:
+             lr: float = LR) -> tuple[float, dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(Lab 03) One DDP Adam step of TorchGPT on this rank's slice of the global batch (gloo).
 
-    Needs an initialised process group. Returns (global mean loss, canonical new weights).
+    Needs an initialised process group. Returns (global mean loss, canonical new weights, canonical
+    gradients as DDP left them: the mean over ranks). The gradients are the check that sees a reduction's
+    scale: Adam's first update, lr·g / (|g| + eps), is the same for g and 2·g.
     """
     import torch
     import torch.distributed as dist
@@ -62,10 +64,11 @@ def ddp_step(cfg: GPTConfig, params: dict[str, np.ndarray], x: np.ndarray, y: np
     loss = torch_loss(ddp, xs, ys)  # mean over this rank's tokens
     opt.zero_grad()
     loss.backward()  # DDP: gradient buckets all-reduced (sum / world) over gloo
+    grads = {k: p.grad.detach().to(torch.float32).numpy().copy() for k, p in model.named_parameters()}
     opt.step()
     total = loss.detach().clone()
     dist.all_reduce(total)  # equal shards: the mean of the rank means is the global mean
-    return float(total) / world, torch_flat_params(model)
+    return float(total) / world, torch_flat_params(model), grads
 
 
 def ddp_main(argv: list[str]) -> int:
@@ -87,10 +90,10 @@ def ddp_main(argv: list[str]) -> int:
     try:
         cfg = GPTConfig(**json.loads(args.config))
         params, (x, y) = init_params(cfg, args.seed), demo_batch(cfg, args.batch, args.seed)
-        loss, flat = ddp_step(cfg, params, x, y)
+        loss, flat, grads = ddp_step(cfg, params, x, y)
         print(f"rank {dist.get_rank()}/{dist.get_world_size()}: loss {loss:.6f}", flush=True)
-        if dist.get_rank() == 0:
-            np.savez(args.out, loss=np.float32(loss), **flat)
+        if dist.get_rank() == 0:  # weights under their canonical names, gradients under GRAD_PREFIX + name
+            np.savez(args.out, loss=np.float32(loss), **flat, **{GRAD_PREFIX + k: g for k, g in grads.items()})
         dist.barrier()  # nobody tears down its gloo pairs while a peer still uses them
     finally:
         dist.destroy_process_group()

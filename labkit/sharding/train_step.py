@@ -156,6 +156,7 @@ def gpt_loss(params: Params, x: Any, y: Any, cfg: GPTConfig, use: Any = use_weig
 
 
 LR = 1e-3  # Adam learning rate of the course's one-step comparisons: its first step moves a weight by ~lr
+GRAD_PREFIX = "grad."  # an .npz of a launched step: "loss", each weight by name, each gradient as GRAD_PREFIX + name
 
 
 def make_optimizer(lr: float = LR) -> Any:
@@ -348,10 +349,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", required=True, help="GPTConfig fields as JSON")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", required=True, help="process 0 writes loss + params here (.npz)")
+    ap.add_argument("--out", required=True, help="process 0 writes loss, params and gradients here (.npz)")
     ap.add_argument("--fast-compile", action="store_true", help="LLVM -O0 (CPU smoke runs)")
     args = ap.parse_args(argv)
     from labkit.runtime import distributed
+    from labkit.sharding import step_check
     pid, n = distributed.init_distributed()  # before any other JAX call
     import jax
 
@@ -362,13 +364,14 @@ def main(argv: list[str] | None = None) -> int:
     devs = jax.devices()  # all processes' devices: the global mesh
     step = build_step(cfg, args.strategy, sharding.strategy_mesh(args.strategy, len(devs), devs))
     args_on_devices = step.place(params, x, y)
-    new_params, _, loss = step.compile(*args_on_devices, fast=args.fast_compile)(*args_on_devices)
+    new_params, opt_state, loss = step.compile(*args_on_devices, fast=args.fast_compile)(*args_on_devices)
     flat = to_numpy(new_params)  # a collective: every process must call it
+    grads = step_check.adam_grads(opt_state)  # mu / (1 - b1): the gradients the step applied (a collective too)
     loss_value = float(np.asarray(loss.addressable_data(0)))
     print(f"process {pid}/{n}: {jax.local_device_count()} local of {jax.device_count()} devices, "
           f"loss {loss_value:.6f}", flush=True)
     if pid == 0:  # one writer: the other processes hold the same replicated values
-        np.savez(args.out, loss=np.float32(loss_value), **flat)
+        np.savez(args.out, loss=np.float32(loss_value), **flat, **{GRAD_PREFIX + k: g for k, g in grads.items()})
     jax.distributed.shutdown()
     return 0
 

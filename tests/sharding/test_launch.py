@@ -36,8 +36,15 @@ def test_two_processes_same_step_as_one(tmp_path: Path) -> None:
     one = _jax_step(tmp_path, 1, 8, "one")
     two = _jax_step(tmp_path, 2, 4, "two")
     assert abs(float(one["loss"]) - float(two["loss"])) < 1e-5
-    diff = max(float(np.abs(one[k] - two[k]).max()) for k in one.files if k != "loss")
+    from labkit.sharding import step_check, train_step as st
+
+    weights = [k for k in one.files if k != "loss" and not k.startswith(st.GRAD_PREFIX)]
+    diff = max(float(np.abs(one[k] - two[k]).max()) for k in weights)
     assert diff < 5e-5  # fp32 reduction order (gloo vs in-process) through one Adam step
+    # ... and the gradients each wrote (Adam's mu / (1 - b1)) are the same on each parameter's own scale.
+    grads = lambda npz: {k: npz[st.GRAD_PREFIX + k] for k in weights}  # noqa: E731
+    assert sorted(two.files) == sorted(["loss", *weights, *(st.GRAD_PREFIX + k for k in weights)])
+    assert max(step_check.grad_rel_diff(grads(two), grads(one)).values()) < 1e-4
 
 
 def test_torchrun_ddp_matches_the_jax_step(tmp_path: Path) -> None:
@@ -56,6 +63,19 @@ def test_torchrun_ddp_matches_the_jax_step(tmp_path: Path) -> None:
     ddp = np.load(out)
     jax_ref = _jax_step(tmp_path, 1, 8, "ref")
     assert abs(float(ddp["loss"]) - float(jax_ref["loss"])) < 1e-5  # two frameworks, one loss
+    # DDP's gradients (the mean over its 2 ranks) are the JAX step's, on each parameter's own scale: the check Lab 03
+    # makes, since Adam's first step, lr·g / (|g| + eps), moves the weights the same for a sum over ranks.
+    from labkit.gpt.config import GPTConfig
+    from labkit.sharding import step_check, train_step as st
+
+    cfg = GPTConfig(**CFG)
+    grads = {k[len(st.GRAD_PREFIX):]: ddp[k] for k in ddp.files if k.startswith(st.GRAD_PREFIX)}
+    assert {k for k in ddp.files if k != "loss" and not k.startswith(st.GRAD_PREFIX)} == grads.keys()  # one per weight
+    ddp_g = st.params_from_flat(grads, cfg)
+    jax_g = {k[len(st.GRAD_PREFIX):]: jax_ref[k] for k in jax_ref.files if k.startswith(st.GRAD_PREFIX)}
+    assert max(step_check.grad_rel_diff(ddp_g, jax_g).values()) < 1e-4
+    summed = {k: 2 * g for k, g in ddp_g.items()}  # a sum over the 2 ranks instead of their mean
+    assert min(step_check.grad_rel_diff(summed, jax_g).values()) > 0.99  # the gradient check catches it
 
 
 def test_a_killed_process_fails_fast(tmp_path: Path) -> None:
