@@ -23,9 +23,11 @@ Definitions (nats / token, every curve one loss per step):
 
 What the floor is and is not: it is the distance between two *inits* -- an offset that shrinks
 as both runs learn the same data -- not rounding noise, and a precision run shares fp32's init.
-So it is a generous yardstick for size, and the judgement also looks at *sign*: two runs that
-differ by noise cross each other; a curve on one side of fp32 all run (signed mean >= ``ONE_SIGN``
-of the absolute mean) may compute something different.
+So it is a generous yardstick for size, and the judgement also looks at *sign*: a curve on one side
+of fp32 all run (signed mean >= ``ONE_SIGN`` of the absolute mean) may compute something different.
+Sign is weak evidence in a short run, though: two inits can keep one side of each other for the whole
+run too (one is simply luckier), and on a 200-step smoke run on a CPU they did. So the pair's own sign
+is measured (``floor_same_sign``) and said beside every one-signed gap (:func:`sign_summary`).
 
 Judgement: the low-precision curve is **within noise** when its whole-run gap *and* its end gap
 are at most ``K_NOISE = 2`` floors. Why 2: the floor is measured from one pair of runs, so it is itself an
@@ -53,7 +55,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -141,6 +143,7 @@ class GapJudgement:
     end_gap: float          # signed mean of smooth(low) - smooth(fp32) over the last `tail` steps, nats
     end_floor: float        # mean |smooth(fp32 init 0) - smooth(fp32 init 1)| over those steps, nats
     tail: int               # steps in that final stretch
+    floor_drift: float = 0.0  # signed mean of smooth(fp32 init 1) - smooth(fp32 init 0): the pair's own sign
 
     @property
     def ratio(self) -> float:
@@ -150,12 +153,22 @@ class GapJudgement:
     @property
     def end_ratio(self) -> float:
         """(Lab 04) |end gap| / the larger of the whole-run floor and the fp32 inits' own end distance."""
-        return _ratio(abs(self.end_gap), max(self.floor, self.end_floor))
+        return _ratio(abs(self.end_gap), self.end_divisor)
 
     @property
     def within_noise(self) -> bool:
         """(Lab 04) True when the whole-run gap and the end gap are both at most ``k`` floors."""
         return self.ratio <= self.k and self.end_ratio <= self.k
+
+    @property
+    def end_divisor(self) -> float:
+        """(Lab 04) What the end gap is measured against: the larger of the floor and the inits' own end distance."""
+        return max(self.floor, self.end_floor)
+
+    @property
+    def floor_same_sign(self) -> bool:
+        """(Lab 04) The two fp32 inits themselves kept one sign all run (the same ONE_SIGN rule as same_sign)."""
+        return self.floor > 0 and abs(self.floor_drift) >= ONE_SIGN * self.floor
 
     @property
     def same_sign(self) -> bool:
@@ -189,10 +202,29 @@ class GapJudgement:
         elif self.one_signed:
             note = (f"; but one-signed at {self.ratio:.2g} floors: it trained {way} than fp32 all run -- "
                     "a systematic difference is not ruled out")
+        # The end gap's yardstick, named: the whole-run floor, or the inits' own distance over those steps if larger.
+        end_by = (f"the inits' end distance {self.end_floor:.3g}" if self.end_floor > self.floor else "the floor")
         return (f"{name}: mean |gap| {self.gap:.2g} {unit} = {self.ratio:.2g}x the fp32 run-to-run floor "
                 f"{self.floor:.4f} (signed {self.drift:+.2g}: {sign}); last {self.tail} steps {self.end_gap:+.2g} "
-                f"{unit} = {self.end_ratio:.2g}x (steps >= {self.start}, {self.window}-step smoothing, "
+                f"{unit} = {self.end_ratio:.2g}x {end_by} (steps >= {self.start}, {self.window}-step smoothing, "
                 f"~{self.windows} windows): {verdict} (k = {self.k:g}){note}")
+
+
+def sign_summary(judged: Mapping[str, GapJudgement]) -> str:
+    """(Lab 04) Which curves kept one side of fp32 all run, and whether the fp32 inits' pair did too (weak evidence)."""
+    sided = [f"{name} ({'worse' if j.drift > 0 else 'better'}, {j.ratio:.2g} floors)"
+             for name, j in judged.items() if j.same_sign]
+    if not sided:
+        return "every curve crossed fp32 (both signs): no sign of a systematic difference"
+    pairs = {j.floor_same_sign for j in judged.values()}  # one pair per reference; sections share it
+    said = f"one side of fp32 all run: {', '.join(sided)}"
+    if pairs == {True}:
+        return (said + "; but the two fp32 inits kept one side of each other all run too, so at this length one "
+                "sign is no evidence of a systematic difference: more seeds, or a longer run, would tell")
+    if pairs == {False}:
+        return (said + "; the two fp32 inits crossed each other, so a one-sided curve is not what init noise did here "
+                "(one pair, one run: a hint of a systematic difference, not proof)")
+    return said + "; the fp32 init pairs disagree (one crossed, one did not): read each with its own pair"
 
 
 def _ratio(gap: float, floor: float) -> float:
@@ -217,4 +249,5 @@ def judge(low: Sequence[float], ref: Sequence[float], ref_other_seed: Sequence[f
     return GapJudgement(gap=float(np.mean(np.abs(d_low))), drift=float(np.mean(d_low)),
                         floor=float(np.mean(np.abs(d_seed))), k=k, start=start, window=w,
                         windows=max(1, (len(ref) - start) // w), end_gap=float(np.mean(d_low[-tail:])),
-                        end_floor=float(np.mean(np.abs(d_seed[-tail:]))), tail=tail)
+                        end_floor=float(np.mean(np.abs(d_seed[-tail:]))), tail=tail,
+                        floor_drift=float(np.mean(d_seed)))

@@ -53,11 +53,12 @@ def plan(platform: str, bf16: bool, chip: str = "") -> tuple[list[str], str]:
         return ["fp32", "fp16_scaled"], (
             f"{chip or 'this GPU'} has no native bf16 (pre-Ampere): the bf16 run is replaced by "
             "fp16 with dynamic loss scaling, which its tensor cores do run natively.")
+    bf16_here = ("its bf16 instructions (AVX512-BF16/AMX) help only the large matmuls a kernel hands them" if bf16
+                 else "it has no bf16 instructions, so every bf16 op is converted in software")
     note = {"tpu": "TPUs have no fp16 matrix units: the fp16 run is emulated by XLA (numerics "
                    "shown, its step time is not meaningful).",
-            "cpu": "CPU: bf16 instructions (AVX512-BF16/AMX, where present) help only the large matmuls a "
-                   "kernel hands them, fp16 is mostly emulated; numerics and memory carry over to "
-                   "accelerators, step times do not."}.get(platform, "")
+            "cpu": f"CPU: {bf16_here}, and fp16 is mostly emulated. The rounding and the memory carry over to "
+                   "accelerators; step times do not, and how a short loss curve ends varies run to run."}.get(platform, "")
     return ["fp32", "bf16", "fp16_scaled"], note
 
 

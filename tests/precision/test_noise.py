@@ -210,3 +210,36 @@ def test_steps_to_reach_counts_the_steps_of_a_plateau_left_sooner() -> None:
         noise.steps_to_reach(early, None, 5)
     with pytest.raises(ValueError, match="window must be >= 1"):
         noise.steps_to_reach(early, 2.2, 0)
+
+
+def test_the_fp32_pairs_own_sign_is_measured_and_said() -> None:
+    """Cold read of a CPU run: seed 1 sat above seed 0 on 85% of the steps (signed / |gap| 0.977), so one sign
+    all run is what init noise did there too; the summary must say so instead of reading it as a difference."""
+    rng = np.random.default_rng(0)
+    ref, crossing_pair = _curves(rng)  # i.i.d. noise around one curve: the pair crosses
+    floor = noise.judge(ref, ref, crossing_pair, start=20).floor
+    low = ref + 0.6 * floor  # one-signed, worse
+    crossed = noise.judge(low, ref, crossing_pair, start=20)
+    assert not crossed.floor_same_sign and crossed.one_signed
+    offset_pair = ref + 0.1  # a luckier init: one side of the reference all run
+    sided = noise.judge(low, ref, offset_pair, start=20)
+    assert sided.floor_same_sign and sided.floor_drift == pytest.approx(0.1)
+    said = noise.sign_summary({"jax bf16": sided, "torch bf16": noise.judge(ref, ref, offset_pair, start=20)})
+    assert said.startswith("one side of fp32 all run: jax bf16 (worse, ") and "torch bf16" not in said
+    assert "the two fp32 inits kept one side of each other all run too" in said
+    assert "not what init noise did here" in noise.sign_summary({"jax bf16": crossed})
+    assert "disagree" in noise.sign_summary({"jax bf16": crossed, "torch bf16": sided})
+    assert noise.sign_summary({"twin": noise.judge(ref, ref, offset_pair, start=20)}).startswith("every curve crossed")
+
+
+def test_the_sentence_names_what_the_end_gap_is_divided_by() -> None:
+    """The end ratio divides by the larger of the floor and the inits' end distance; the sentence says which."""
+    t = np.arange(200)
+    ref = 2.5 + 3.0 * np.exp(-t / 30)
+    other = ref + 0.05 + 0.5 * (t >= 150)  # the inits drift apart at the end: end distance > the whole-run floor
+    j = noise.judge(ref + 0.2, ref, other, start=20)
+    assert j.end_floor > j.floor and j.end_divisor == j.end_floor
+    assert j.end_ratio == pytest.approx(0.2 / j.end_floor)
+    assert f"= {j.end_ratio:.2g}x the inits' end distance {j.end_floor:.3g} (" in j.sentence("jax bf16")
+    flat = noise.judge(ref + 0.2, ref, ref + 0.05, start=20)  # a constant offset: end distance == floor
+    assert flat.end_divisor == flat.floor and f"= {flat.end_ratio:.2g}x the floor (" in flat.sentence("jax bf16")

@@ -115,6 +115,7 @@ def test_plan_falls_back_to_fp16_on_a_gpu_without_bf16() -> None:
     assert precisions == ["fp32", "fp16_scaled"] and "Tesla T4" in why and "bf16" in why
     assert pt.plan("gpu", True, "NVIDIA H100")[0] == ["fp32", "bf16", "fp16_scaled"]
     assert pt.plan("cpu", False)[0] == ["fp32", "bf16", "fp16_scaled"]  # bf16 is emulated, still works
+    assert "no bf16 instructions" in pt.plan("cpu", False)[1] and "AMX" in pt.plan("cpu", True)[1]  # this CPU's own
     assert "fp16" in pt.plan("tpu", True)[1]
 
 
