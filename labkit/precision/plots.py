@@ -149,7 +149,7 @@ def plot_loss_curves(losses: Mapping[tuple[str, str], Sequence[float]],
     dx.axhline(0, color="C0", lw=1)
     floor = min(j.floor for j in judgements.values())  # the strictest framework's floor
     dx.axhspan(-j0.k * floor, j0.k * floor, color="C2", alpha=0.08, zorder=0,
-               label=f"±{j0.k:g} x floor ({floor:.3f}): the bound on the mean |gap|")
+               label=f"±{j0.k:g} x floor ({floor:.3f}, the stricter framework's): the bound on the mean |gap|")
     # symlog: a precision gap of ~1e-4 nats and a floor of ~1e-2 both show; linear only within floor / 100
     dx.set_yscale("symlog", linthresh=floor / 100)
     dx.set_ylabel(f"smoothed loss minus fp32 ({w}-step mean, nats;\nsymlog, linear within ±{floor / 100:.1g})")
@@ -160,6 +160,10 @@ def plot_loss_curves(losses: Mapping[tuple[str, str], Sequence[float]],
     verdict += f"; {', '.join(beats)} ends below fp32 all run: a leak or an earlier plateau exit" if beats else ""
     dx.axvspan(len(losses[worst_key]) - worst.tail + 0.5, len(losses[worst_key]) + 0.5, color="C1", alpha=0.06,
                zorder=0, label=f"last {worst.tail} steps: the end gap")
+    end_by = min(j.end_divisor for j in judgements.values())  # the end gap's yardstick: floor or the inits' end distance
+    dx.hlines([-worst.k * end_by, worst.k * end_by], len(losses[worst_key]) - worst.tail + 0.5,
+              len(losses[worst_key]) + 0.5, colors="C1", linestyles=":", lw=1.5,
+              label=f"±{worst.k:g} x {end_by:.3f} (the larger of the floor and the inits' end distance): the end gap's bound")
     dx.set_title(f"Largest gap: {worst_key[0]} {worst_key[1]} {worst.gap:.2g} nats = {worst.ratio:.2g}x the "
                  f"fp32 seed floor\n({verdict}, k = {worst.k:g})", fontsize=9)  # two lines: the verdict can be long
     dx.legend(fontsize=7)

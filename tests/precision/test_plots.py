@@ -65,6 +65,12 @@ def test_loss_curves_title_is_the_largest_gap_in_floors() -> None:
     assert "torch bf16 0.2 nats = 2x" in dx.get_title() and "within noise" in dx.get_title()
     assert "nats / token" in ax.get_ylabel() and len(ax.get_lines()) == 6  # 4 runs + 2 other-seed runs
     assert dx.get_yscale() == "symlog" and "symlog, linear within ±0.001" in dx.get_ylabel()  # floor 0.1 / 100
+    # Both bounds drawn and named: the whole-run band (k x the stricter floor) and the end gap's (k x its yardstick).
+    labels = [t.get_text() for t in dx.get_legend().get_texts()]
+    assert "±2 x floor (0.100, the stricter framework's): the bound on the mean |gap|" in labels
+    end = [c for c in dx.collections if c.get_label().endswith("the end gap's bound")]
+    assert len(end) == 1 and "±2 x 0.100 (the larger of the floor and the inits' end distance)" in end[0].get_label()
+    assert sorted(seg[0][1] for seg in end[0].get_segments()) == pytest.approx([-0.2, 0.2])
     judged[("torch", "bf16")] = noise.judge([v + 0.3 for v in ref], ref, other["torch"], start=5)
     assert "NOT within noise" in plots.plot_loss_curves(losses, other, judged).axes[1].get_title()
     assert "below fp32" not in plots.plot_loss_curves(losses, other, judged).axes[1].get_title()
