@@ -176,6 +176,14 @@ def place(x: Any, mesh: Any, spec: Any, name: str = "array") -> Any:
     return _jax().device_put(x, named(mesh, spec))
 
 
+def shard_shape(shape: Sequence[int], spec: Any, mesh: Any) -> tuple[int, ...]:
+    """(Lab 03) The block one device holds of an array with this layout (evenly divisible): each dim / its axes' size."""
+    shape = tuple(check_int(d, f"shape[{i}] of {tuple(shape)}", 0) for i, d in enumerate(shape))
+    check_divisible("shard_shape array", shape, spec, mesh)  # an uneven split has no single answer
+    entries = tuple(spec) + (None,) * (len(shape) - len(tuple(spec)))  # a short spec leaves the rest whole
+    return tuple(d if e is None else d // _axis_size(mesh, e) for d, e in zip(shape, entries))
+
+
 def shard_bytes(shape: Sequence[int], itemsize: int, spec: Any, mesh: Any) -> int:
     """Bytes one device holds of an array with this layout (evenly divisible) (Lab 03)."""
     shape = tuple(check_int(d, f"shape[{i}] of {tuple(shape)}", 0) for i, d in enumerate(shape))

@@ -226,16 +226,19 @@ def plot_strategy_costs(rows: Sequence[Mapping[str, Any]], link_gbs: Mapping[str
     ax3.set_ylabel("measured step time (ms)")
     where = "simulated CPU devices share this machine's cores" if platform == "cpu" else f"{n_devices} x {chip}"
     quick, slowest = min(names, key=step_ms.get), max(names, key=step_ms.get)
-    ax3.set_title(f"Measured here ({where}):\n{quick} fastest ({step_ms[quick]:.1f} ms), "
-                  f"{slowest} slowest ({step_ms[slowest]:.1f} ms)", fontsize=10)
+    ranked = (f"{quick} fastest ({step_ms[quick]:.1f} ms), {slowest} slowest ({step_ms[slowest]:.1f} ms)"
+              if platform != "cpu" else "step times, not a ranking (no interconnect, one set of cores)")
+    ax3.set_title(f"Measured here ({where}):\n{ranked}", fontsize=10)
     fig.tight_layout()
     return fig
 
 
 def plot_collective_fit(points: Mapping[str, Sequence[Any]], fits: Mapping[str, Any],
-                        predicted: Mapping[str, Sequence[float]] | None = None, where: str = "") -> Figure:
+                        predicted: Mapping[str, Sequence[float]] | None = None, where: str = "",
+                        fixed: Mapping[str, Any] | None = None) -> Figure:
     """Measured collective time vs bytes sent, the fitted alpha + S / B, and a topology's prediction (Lab 03)."""
-    # points: {kind: [comm_bench.Point]}; fits: {kind: comm_bench.Fit}; predicted: {kind: seconds per point}
+    # points: {kind: [comm_bench.Point]}; fits: {kind: comm_bench.Fit}; predicted: {kind: seconds per point};
+    # fixed: {kind: comm_bench.FixedCost}: when given, the title's fixed-cost clause is its verdict, not the growth
     fig, ax = plt.subplots(figsize=(7.5, 4.4))
     for i, (kind, pts) in enumerate(points.items()):
         color = plt.get_cmap("tab10")(i)
@@ -269,6 +272,8 @@ def plot_collective_fit(points: Mapping[str, Sequence[Any]], fits: Mapping[str, 
                    label=f"noisy: IQR > {bench.NOISY_SPREAD:.0%} of the median")
     why = ("a fixed cost per call hides the bytes of the small ones" if grow < span / 2
            else "time grows with the bytes: bandwidth-bound throughout")
+    if fixed is not None and best in fixed and not fixed[best].resolved and grow < span / 2:
+        why = "time grows slower than the bytes, but no fixed cost per call is resolved from the noise"
     flag = f"; {len(noisy)} noisy point{'s' * (len(noisy) != 1)} marked x" if noisy else ""
     which = ("" if len(steady) == len(points[best]) else " steady points" if len(steady) >= 2
              else " all points, noisy ones included")

@@ -116,6 +116,13 @@ def test_plot_title_from_the_numbers() -> None:
     fig = plots.plot_collective_fit(bw, {k: cb.fit(p) for k, p in bw.items()},
                                     {k: [p.seconds for p in v] for k, v in bw.items()}, where="x")
     assert "bandwidth-bound throughout" in fig.axes[0].get_title()
+    # With the fixed-cost verdicts, a flat growth whose fixed cost is not resolved says so instead.
+    floor_t = bench.Timing(tuple([300e-6] * 10), warmup=1)  # the launch is all of alpha: nothing beyond it
+    pts = {k: [cb.Point(**{**q.__dict__, "spread": 0.05, "repeats": 10}) for q in p] for k, p in pts.items()}  # 5 % noise
+    fixed = {k: cb.fixed_cost(p, floor_t) for k, p in pts.items()}
+    assert not any(f.resolved for f in fixed.values())
+    title = plots.plot_collective_fit(pts, {k: cb.fit(p) for k, p in pts.items()}, fixed=fixed).axes[0].get_title()
+    assert title.endswith("time grows slower than the bytes, but no fixed cost per call is resolved from the noise")
     assert len(fig.axes[0].get_legend().get_texts()) == 6  # measured, fit and prediction per kind
     plt.close("all")
 
@@ -248,3 +255,17 @@ def test_best_kind_is_the_lowest_residual_and_growth_breaks_only_a_near_tie() ->
     near = {k: cb.Fit(k, 1e-4, 1.0, 4, r) for k, r in (("all-gather", 0.101), ("all-reduce", 0.099))}
     tie = {"all-gather": bad, "all-reduce": ar}  # residuals within 1 %: the series that grew more
     assert cb.best_kind(near, tie) == "all-gather"
+
+
+def test_a_fixed_cost_needs_times_that_rise_with_size() -> None:
+    """Cold read of a CPU run: 32 KiB took 1,356 µs and 128 KiB 838 µs, yet the fixed cost read 'resolved'."""
+    floor_t = bench.Timing(tuple([100e-6] * 10), warmup=1)
+    pts = points("all-reduce", 300e-6, 1.0, sizes=(2**15, 2**17, 2**23))
+    assert cb.fixed_cost(pts, floor_t).resolved and not cb.fixed_cost(pts, floor_t).falls
+    slow_small = [cb.Point(**{**pts[0].__dict__, "seconds": 2 * pts[1].seconds}), *pts[1:]]  # smaller, yet slower
+    c = cb.fixed_cost(slow_small, floor_t)
+    assert c.falls and c.excess_s > 2 * c.se_s and not c.resolved  # a big excess, but the model forbids the data
+    # A noisy smallest point is passed over for the smallest steady one.
+    noisy_first = [cb.Point(**{**pts[0].__dict__, "seconds": 10 * pts[0].seconds, "spread": 0.9}), *pts[1:]]
+    c = cb.fixed_cost(noisy_first, floor_t)
+    assert not c.falls and c.excess_s == pytest.approx(cb.fixed_cost(pts[1:], floor_t).excess_s)

@@ -6,6 +6,8 @@ start-up), and reports JSON; the tests below assert on it. Pure-Python checks ru
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -245,6 +247,16 @@ def test_shard_bytes_of_even_splits() -> None:
     assert sharding.shard_bytes((8, 16), 4, ("model", None), _Mesh()) == 8 * 16 * 4 // 4
     assert sharding.shard_bytes((8, 16), 2, (("data", "model"), None), _Mesh()) == 8 * 16 * 2 // 8
     assert sharding.shard_bytes((0, 16), 4, (None, "data"), _Mesh()) == 0
+
+
+def test_shard_shape_of_even_splits() -> None:
+    assert sharding.shard_shape((8, 16), ("model", None), _Mesh()) == (2, 16)
+    assert sharding.shard_shape((8, 16), (("data", "model"), None), _Mesh()) == (1, 16)
+    assert sharding.shard_shape((8, 16, 4), (None, "data"), _Mesh()) == (8, 8, 4)  # a short spec: the rest whole
+    assert math.prod(sharding.shard_shape((8, 16), (None, "model"), _Mesh())) * 4 == sharding.shard_bytes(
+        (8, 16), 4, (None, "model"), _Mesh())
+    with pytest.raises(sharding.ShardingError, match=r"dim 0 \(size 10\) is not divisible by mesh axis 'model'"):
+        sharding.shard_shape((10, 16), ("model", None), _Mesh())
 
 
 def test_memory_model_refuses_bad_sizes() -> None:

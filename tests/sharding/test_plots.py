@@ -127,7 +127,8 @@ def test_strategy_costs_titles_carry_memory_traffic_link_and_timing_takeaways():
     assert [t.get_text() for t in ax2.get_legend().get_texts()] == ["slow ring (up to 100 GB/s per device)",
                                                                       "fast switch (up to 400 GB/s per device)"]
     assert "simulated CPU devices" in ax3.get_title()
-    assert "single fastest (2.0 ms), tp slowest (6.0 ms)" in ax3.get_title()
+    # On a CPU the simulated devices share the cores: the panel shows step times and says it ranks nothing.
+    assert "step times, not a ranking" in ax3.get_title() and "fastest" not in ax3.get_title()
     assert ax3.get_ylabel() == "measured step time (ms)"
     assert [p.get_height() for p in ax3.patches] == list(step_ms.values())
 
