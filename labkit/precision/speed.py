@@ -145,15 +145,21 @@ def _verdict(v: float, spread: tuple[float, float] | None) -> str:
 
 
 def takeaway(sp: Mapping[str, float | None], platform: str, low: str, why_missing: Mapping[str, str],
-             spread: Mapping[str, tuple[float, float] | None] | None = None) -> str:
-    """(Lab 04) The speed conclusion of this run, from its numbers, with what the runtime explains."""
+             spread: Mapping[str, tuple[float, float] | None] | None = None, bf16_native: bool | None = None) -> str:
+    """(Lab 04) The speed conclusion of this run, from its numbers, with what the runtime explains.
+
+    ``bf16_native``: on a CPU, whether it has bf16 instructions (labkit.runtime's ``bf16``); None: not known.
+    """
     spread = spread or {}
     got = ", ".join(f"{k.replace('_vs_', ' vs ').replace('_', ' ')} {_verdict(v, spread.get(k))}"
                     for k, v in sp.items() if v is not None)
     missing = "; ".join(f"{k}: {v}" for k, v in why_missing.items())
     if platform == "cpu":
-        return (f"CPU: {got}. Not a lesson about accelerators: on a CPU, bf16 instructions (AVX512-BF16 / AMX, where "
-                "present) speed up only the large matmuls a kernel hands them, and a small model's step is mostly "
-                "overhead and casts between bf16 and fp32, so bf16 may even be slower."
-                + (f" ({missing})" if missing else ""))
+        bf16 = {True: "this CPU's bf16 instructions (AVX512-BF16 / AMX) speed up only the large matmuls a kernel "
+                      "hands them", False: "this CPU has no bf16 instructions, so every bf16 op is converted in software",
+                None: "bf16 instructions (AVX512-BF16 / AMX, where present) speed up only the large matmuls a kernel "
+                      "hands them"}[bf16_native]
+        return (f"CPU: {got}. Not a lesson about accelerators: {bf16}, and a small model's step is mostly "
+                "overhead and casts between bf16 and fp32, so bf16 may even be slower. Compare each framework with "
+                "itself: their CPU kernels and thread counts differ." + (f" ({missing})" if missing else ""))
     return f"{platform.upper()}: {low} step speed-up {got}." + (f" ({missing})" if missing else "")

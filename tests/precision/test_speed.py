@@ -58,6 +58,10 @@ def test_speedups_and_rows() -> None:
                   "bf16_vs_fp32_default_jax": None, "bf16_vs_fp32_default_torch": None}
     cpu = speed.takeaway(sp, "cpu", "bf16", {"tf32": "CPUs have no TF32"})
     assert cpu.startswith("CPU: bf16 vs fp32 jax 5.00x") and "CPUs have no TF32" in cpu
+    assert "where present" in cpu and "Compare each framework with itself" in cpu  # bf16 support not given
+    assert "no bf16 instructions, so every bf16 op is converted in software" in speed.takeaway(sp, "cpu", "bf16", {},
+                                                                                                bf16_native=False)
+    assert "this CPU's bf16 instructions" in speed.takeaway(sp, "cpu", "bf16", {}, bf16_native=True)
     assert speed.takeaway(sp, "gpu", "bf16", {}).endswith("bf16 vs tf32 jax 2.00x.")
 
 
