@@ -72,6 +72,6 @@ def weight_excess(new: Mapping[str, Any], ref_new: Mapping[str, Any], grads: Map
 
 
 def _numpy(tree: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    from labkit.sharding.train_step import to_numpy  # gathers other processes' shards when there are some
+    from labkit.sharding.layouts import to_numpy  # gathers other processes' shards when there are some
 
     return to_numpy(dict(tree))

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from labkit.sharding import layouts as sharding
+from labkit.sharding.layouts import to_numpy  # noqa: F401  (st.to_numpy, as the lab calls it)
 from labkit.gpt.config import GPTConfig
 
 Params = dict  # {name: array}; names like "wte", "blocks.0.w_qkv" (see params_from_flat)
@@ -308,17 +309,6 @@ def _opt_shardings(opt: Any, cfg: GPTConfig, p_sh: dict[str, Any], rep: Any) -> 
     # count (a scalar) is replicated.
     return optax.tree_map_params(opt, lambda _, s: s, abstract, p_sh,
                                  transform_non_params=lambda _: rep)
-
-
-def to_numpy(tree: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Global arrays -> numpy on this process, gathering other processes' shards (Lab 03)."""
-    import jax
-
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        return {k: np.asarray(v) for k, v in multihost_utils.process_allgather(tree, tiled=True).items()}
-    return {k: np.asarray(v) for k, v in tree.items()}
 
 
 def max_abs_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
