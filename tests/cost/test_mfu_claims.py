@@ -36,8 +36,10 @@ def test_a_half_on_modelled_figures_alone_decides_nothing() -> None:
 
 
 def test_train_ratio_by_hand() -> None:
-    # H100 at 29% of 989 TFLOP/s, v5p at 70% of 459: ratio = (g / (0.29 x 989)) / (t / (0.70 x 459))
-    k = 0.29 * 989 / (0.70 * 459)                       # H100 $/h per TPU $/h at equal $/token
+    # H100 at 29% of 989 TFLOP/s, v5p at 69% of 459 (MaxText's 128B on v5p-256, its smallest 70B+ run):
+    # ratio = (g / (0.29 x 989)) / (t / (0.69 x 459))
+    assert mc.V5P_70B_PLUS_MFU.value == 0.69 and "128B" in mc.V5P_70B_PLUS_MFU.name
+    k = 0.29 * 989 / (0.69 * 459)                       # H100 $/h per TPU $/h at equal $/token
     for g, t, want in ((5.0, 1.0, "inside"), (2.0, 1.0, "below"), (30.0, 1.0, "above")):
         e = mc.train_ratio([_p(V5P, t)], [_p(H100, g)])
         assert e.value == pytest.approx(g / k / t)
