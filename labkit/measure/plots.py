@@ -22,12 +22,14 @@ FRAMEWORK_COLORS = {"jax": "tab:blue", "torch": "tab:orange"}  # one colour per 
 NEAR = 0.2  # a reported time within ±20% of the correct one is drawn grey: noise-sized, not a mistake's effect
 
 
-def plot_timing_mistakes(reported: Mapping[tuple[str, str], float], step_s: Mapping[str, float]) -> Figure:
+def plot_timing_mistakes(reported: Mapping[tuple[str, str], float], step_s: Mapping[str, float],
+                         near: float = NEAR) -> Figure:
     """Reported seconds per step for each (framework, way of timing), each framework's true step dotted (Lab 02)."""
+    # near: the share within which a reported time counts as noise (grey), e.g. this run's own step spread
     fig, ax = plt.subplots(figsize=(8.5, 3.8))
     labels = [f"{fw}: {how}" for fw, how in reported]
     ratio = [s / step_s[fw] for (fw, _), s in reported.items()]  # x the correct step
-    near = [abs(r - 1) <= NEAR for r in ratio]
+    tol, near = near, [abs(r - 1) <= near for r in ratio]
     correct = [how.startswith("correct") for _, how in reported]
     colors = [FRAMEWORK_COLORS.get(fw, "tab:purple") if c or not n else "lightgray"
               for (fw, _), n, c in zip(reported, near, correct)]
@@ -40,10 +42,10 @@ def plot_timing_mistakes(reported: Mapping[tuple[str, str], float], step_s: Mapp
     ax.margins(x=0.15)  # room for the "x correct" labels
     ax.set_xlabel("reported time per step (ms, log scale); label: x the correct step")
     wrong = [(r, c) for r, c in zip(ratio, correct) if not c]
-    fast = sum(r < 1 - NEAR for r, _ in wrong)
-    slow = sum(r > 1 + NEAR for r, _ in wrong)
+    fast = sum(r < 1 - tol for r, _ in wrong)
+    slow = sum(r > 1 + tol for r, _ in wrong)
     ok = len(wrong) - fast - slow
-    ax.set_title(f"Timing mistakes: {fast} report too fast, {slow} too slow, {ok} within ±{NEAR:.0%} (grey)",
+    ax.set_title(f"Timing mistakes: {fast} report too fast, {slow} too slow, {ok} within ±{tol:.0%} (grey)",
                  fontsize=10)
     for fw in step_s:  # each framework's correct step, in its colour
         ax.axvline(step_s[fw] * 1e3, color=FRAMEWORK_COLORS.get(fw, "tab:purple"), lw=1, ls=":",

@@ -25,6 +25,10 @@ def test_timing_mistakes_counts_too_fast_and_too_slow() -> None:
                 ("torch", "no synchronize"): 0.0186}  # 0.93x: within ±20%, so grey and not counted as a mistake
     ax = plots.plot_timing_mistakes(reported, {"jax": 0.010, "torch": 0.020}).axes[0]
     assert ax.get_title().startswith("Timing mistakes: 1 report too fast, 1 too slow, 1 within ±20%")
+    # With this run's own noise as the band (Lab 02 passes the step's spread tolerance), a 1.21x is not "too slow".
+    noisy = {**reported, ("jax", "timed the first calls (compile)"): 0.0121}
+    wide = plots.plot_timing_mistakes(noisy, {"jax": 0.010, "torch": 0.020}, near=0.25).axes[0]
+    assert wide.get_title().startswith("Timing mistakes: 1 report too fast, 0 too slow, 2 within ±25%")
     assert "ms" in ax.get_xlabel() and len(ax.patches) == 5
     assert [round(p.get_width(), 6) for p in ax.patches] == [10.0, 1.0, 500.0, 20.0, 18.6]  # ms
     jax_c, torch_c, grey = (to_rgba(c) for c in (plots.FRAMEWORK_COLORS["jax"], plots.FRAMEWORK_COLORS["torch"],
