@@ -203,7 +203,7 @@ def plot_strategy_costs(rows: Sequence[Mapping[str, Any]], link_gbs: Mapping[str
     hi = max(rows, key=lambda r: r["compiled MiB/device"])
     loud = max(rows, key=lambda r: r["ring KiB sent"])
     ax1.set_title(f"{lo['strategy']} needs {hi['compiled MiB/device'] / lo['compiled MiB/device']:.1f}x less memory "
-                  f"than {hi['strategy']};\n{loud['strategy']} sends the most ({loud['ring KiB sent']:,.0f} KiB)",
+                  f"than {hi['strategy']} (no donation);\n{loud['strategy']} sends the most ({loud['ring KiB sent']:,.0f} KiB)",
                   fontsize=10)
     ax1.legend(fontsize=7, loc="lower right")
 
