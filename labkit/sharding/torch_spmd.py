@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from labkit.gpt.config import GPTConfig
-from labkit.sharding.train_step import GRAD_PREFIX, LR
+from labkit.sharding.train_step import LR, save_step
 
 
 def torchrun_cmd(nproc: int, port: int, *worker_args: str) -> list[str]:
@@ -92,8 +92,8 @@ def ddp_main(argv: list[str]) -> int:
         params, (x, y) = init_params(cfg, args.seed), demo_batch(cfg, args.batch, args.seed)
         loss, flat, grads = ddp_step(cfg, params, x, y)
         print(f"rank {dist.get_rank()}/{dist.get_world_size()}: loss {loss:.6f}", flush=True)
-        if dist.get_rank() == 0:  # weights under their canonical names, gradients under GRAD_PREFIX + name
-            np.savez(args.out, loss=np.float32(loss), **flat, **{GRAD_PREFIX + k: g for k, g in grads.items()})
+        if dist.get_rank() == 0:  # weights and gradients under their canonical names
+            save_step(args.out, loss, flat, grads)
         dist.barrier()  # nobody tears down its gloo pairs while a peer still uses them
     finally:
         dist.destroy_process_group()

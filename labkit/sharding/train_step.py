@@ -311,6 +311,20 @@ def _opt_shardings(opt: Any, cfg: GPTConfig, p_sh: dict[str, Any], rep: Any) -> 
                                  transform_non_params=lambda _: rep)
 
 
+def save_step(path: str, loss: float, weights: dict[str, np.ndarray], grads: dict[str, np.ndarray]) -> None:
+    """(Lab 03) A launched step's result as one .npz: "loss", each weight by name, each gradient as GRAD_PREFIX + name."""
+    np.savez(path, loss=np.float32(loss), **weights, **{GRAD_PREFIX + k: g for k, g in grads.items()})
+
+
+def load_step(path: str) -> tuple[float, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(Lab 03) :func:`save_step`'s file read back whole and closed: (loss, weights, gradients), by name."""
+    with np.load(path) as f:
+        arrays = {k: f[k] for k in f.files}
+    loss = float(arrays.pop("loss"))
+    grads = {k[len(GRAD_PREFIX):]: arrays.pop(k) for k in list(arrays) if k.startswith(GRAD_PREFIX)}
+    return loss, arrays, grads
+
+
 def max_abs_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
     """Largest |a - b| over all parameters of two flat dicts (Lab 03)."""
     if a.keys() != b.keys():
@@ -361,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"process {pid}/{n}: {jax.local_device_count()} local of {jax.device_count()} devices, "
           f"loss {loss_value:.6f}", flush=True)
     if pid == 0:  # one writer: the other processes hold the same replicated values
-        np.savez(args.out, loss=np.float32(loss_value), **flat, **{GRAD_PREFIX + k: g for k, g in grads.items()})
+        save_step(args.out, loss_value, flat, grads)
     jax.distributed.shutdown()
     return 0
 

@@ -363,3 +363,15 @@ def test_named_accepts_what_the_labs_pass() -> None:
     assert sharding.named(mesh, sharding.spec_of()).spec == sharding.spec_of()
     free = sharding.spec_of(PartitionSpec.UNCONSTRAINED, "model")  # left to the partitioner: no axis to check
     assert sharding.named(mesh, free).spec == free
+
+
+def test_a_launched_steps_file_round_trips(tmp_path) -> None:
+    from labkit.sharding import train_step as st
+
+    w, g = {"wte": np.arange(6.0).reshape(2, 3)}, {"wte": np.full((2, 3), 0.5)}
+    st.save_step(str(tmp_path / "s.npz"), 5.25, w, g)
+    assert sorted(np.load(tmp_path / "s.npz").files) == ["grad.wte", "loss", "wte"]  # the format the lab ships
+    loss, w2, g2 = st.load_step(str(tmp_path / "s.npz"))
+    assert loss == 5.25 and w2.keys() == g2.keys() == {"wte"}
+    np.testing.assert_array_equal(w2["wte"], w["wte"])
+    np.testing.assert_array_equal(g2["wte"], g["wte"])
