@@ -43,7 +43,6 @@ import hashlib
 import hmac
 import math
 import os
-import re
 import stat
 import struct
 from dataclasses import dataclass, field
@@ -55,7 +54,8 @@ import numpy as np
 try:  # a module of labkit.export
     from .manifest import (FORMAT, IDENTITY, MANIFEST, SIGNATURE, VERSION, WEIGHTS, _SAFE_NAME,  # noqa: F401
                            BundleError,
-                           check_identity, check_schema, config_digest, ints, parse_json, program_tag, sha256)
+                           check_identity, check_schema, config_digest, custom_call_targets, ints, parse_json,
+                           program_tag, sha256)
 except ImportError:  # loaded by file path in a serving process without labkit (stablehlo._FRESH): its sibling too
     import importlib.util
     import sys
@@ -64,8 +64,8 @@ except ImportError:  # loaded by file path in a serving process without labkit (
     _mod = sys.modules["bundle_manifest"] = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(_mod)
     from bundle_manifest import (FORMAT, IDENTITY, MANIFEST, SIGNATURE, VERSION, WEIGHTS, _SAFE_NAME,  # noqa: F401
-                                 BundleError, check_identity, check_schema, config_digest, ints, parse_json,
-                                 program_tag, sha256)
+                                 BundleError, check_identity, check_schema, config_digest, custom_call_targets,
+                                 ints, parse_json, program_tag, sha256)
 
 MAX_MANIFEST_BYTES = 1 << 20  # a manifest is a few KiB; a bigger one is not ours
 MAX_HEADER_BYTES = 100_000_000  # safetensors' own header limit (bytes)
@@ -298,9 +298,10 @@ class Verified:
         except Exception as e:  # noqa: BLE001  the bytes are verified: any failure is this jaxlib's refusal
             first = str(e).splitlines()[0][:200] if str(e) else ""
             raise BundleError(f"{where}: this jaxlib cannot read its StableHLO ({type(e).__name__}: {first})") from None
-        # pretty form `stablehlo.custom_call @target(`; generic form `call_target_name = "target"`
-        named = set(re.findall(r"custom_call @([\w.$-]+)", text)) | set(re.findall(r'call_target_name = "([^"]+)"',
-                                                                                     text))
+        try:  # bare (`@target`), quoted (`@"odd-name"`) and generic forms; unreadable: refused, not skipped
+            named = set(custom_call_targets(text))
+        except BundleError as e:
+            raise BundleError(f"{where}: {e}") from None
         if named - set(allow):
             raise BundleError(f"{where}: calls custom-call target(s) {sorted(named - set(allow))}, not on the "
                               f"loader's allowlist {sorted(allow)}: running it would invoke native code registered "

@@ -108,3 +108,31 @@ def check_identity(m: dict[str, Any], expected: dict[str, str] | None, where: st
             got = f"{m[k]!r}" if k in m else "missing"
             raise BundleError(f"{where}: {k} is {got}, the server expects {want!r}: another model (or release) than "
                               "the one pinned, perhaps signed by the same key; deploy the bundle you meant")
+
+
+# A custom call in a StableHLO module's text. MLIR prints its target as a symbol: bare where the name is an
+# identifier (`@shape_assertion`, `@__gpu$xla.gpu.triton`), quoted with \XX escapes otherwise
+# (`@"weird-name"`); the generic form carries it as `call_target_name = "..."`.
+_QUOTED = r'"((?:[^"\\]|\\.)*)"'
+_PRETTY = re.compile(r'stablehlo\.custom_call @(?:' + _QUOTED + r'|([A-Za-z_][\w$.]*))')
+_GENERIC = re.compile(r'"stablehlo\.custom_call"\(.*?call_target_name = ' + _QUOTED)
+
+
+def _unescape(s: str) -> str:
+    """MLIR's string escapes (\\\\ and \\XX hex bytes) undone (Lab 05)."""
+    raw = re.sub(r"\\(\\|[0-9A-Fa-f]{2})", lambda m: "\\" if m[1] == "\\" else chr(int(m[1], 16)), s)
+    return raw.encode("latin-1", "replace").decode("utf-8", "replace")
+
+
+def custom_call_targets(text: str) -> list[str]:
+    """(Lab 05) The target of every custom call in a StableHLO module's text, one per op, in order.
+
+    Fails closed: every appearance of ``custom_call`` in the text must be an op whose target was read
+    (a name the patterns miss, another dialect's custom call, the word inside a string), else BundleError.
+    """
+    found = [(m.start(), _unescape(m[1]) if m[1] is not None else m[2]) for m in _PRETTY.finditer(text)]
+    found += [(m.start(), _unescape(m[1])) for m in _GENERIC.finditer(text)]
+    if (n := text.count("custom_call")) != len(found):
+        raise BundleError(f"the program mentions custom_call {n} time(s) but only {len(found)} custom-call "
+                          "target(s) could be read: refusing a program whose native calls cannot all be named")
+    return [name for _, name in sorted(found)]

@@ -153,7 +153,7 @@ def artifact_facts(exported: Any) -> dict[str, Any]:
                                                jax.export.maximum_supported_calling_convention_version),
         "platforms": list(exported.platforms),
         "devices": exported.nr_devices,
-        "custom_calls": sorted(set(re.findall(r"custom_call @(\w+)", exported.mlir_module()))),
+        "custom_calls": sorted(set(bundle.custom_call_targets(exported.mlir_module()))),  # the loader's own reading
         "disabled_safety_checks": [str(c) for c in exported.disabled_safety_checks],
     }
 

@@ -269,3 +269,29 @@ def test_a_pinned_name_and_version_refuse_substitution_and_rollback(tmp_path: Pa
     for bad in ({}, {"model": "x"}, "lab05-gpt"):
         with pytest.raises(BundleError, match="expected must map some of"):
             bundle.verify(tmp_path / "lab05-gpt-2", PK, expected=bad)
+
+
+def test_a_quoted_target_name_is_read_and_refused(tmp_path: Path) -> None:
+    """A hand-made file: an FFI call named `weird-name` (MLIR prints it quoted), its disabled check left out."""
+    import dataclasses
+    from dataclasses import asdict
+
+    import jax
+    import jax.numpy as jnp
+
+    from labkit.export import weights
+    from labkit.export.manifest import program_tag
+
+    def fn(x: Any) -> Any:
+        return jax.ffi.ffi_call("weird-name", jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+    fn.__name__ = fn.__qualname__ = program_tag(asdict(CFG), "forward")  # the tag the loader checks
+    exp = jax.export.export(jax.jit(fn), platforms=("cpu",),
+                            disabled_checks=[jax.export.DisabledSafetyCheck.custom_call("weird-name")])(
+        jax.ShapeDtypeStruct((2,), jnp.float32))
+    hand = dataclasses.replace(exp, disabled_safety_checks=())  # nothing in the file's own fields gives it away
+    assert '@"weird-name"' in hand.mlir_module()  # the form the old scan, custom_call @([\w.$-]+), did not see
+    data, _ = weights.weights_bytes(TorchGPT(CFG))
+    publish.write(tmp_path / "b", asdict(CFG), data, {"forward": (hand.serialize(), ["cpu"])})
+    with pytest.raises(BundleError, match=r"b/forward\.jaxexport: calls custom-call target\(s\) \['weird-name'\]"):
+        bundle.verify(tmp_path / "b").program("forward")
