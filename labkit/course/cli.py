@@ -54,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     ve.add_argument("path", help="a bundle folder (or its bundle.json), or a labkit .safetensors weights file")
     ve.add_argument("--key", default=None,
                     help="Ed25519 public key PEM or HMAC secret file: also require a valid signature")
+    for field in ("name", "version"):  # a signature binds no identity: pin which model (and release) this is
+        ve.add_argument(f"--{field}", default=None, help=f"require the manifest's {field} to be this (a pin: "
+                        "without it any bundle the same key signed passes, e.g. an older release)")
     sub.add_parser("gather", help="merge run reports into one cross-chip page: gather REPORT_OR_DIR... --out DIR")
     ls = sub.add_parser("list", help="list the labs")
     ls.add_argument("--labs-dir", type=Path, default=None, help=LABS_DIR_HELP)
@@ -86,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         print(doctor.format_report(d))
         return 1 if any(f.level == "error" for f in d["findings"]) else 0
     if args.command == "verify":
-        return _verify(args.path, args.key)
+        return _verify(args.path, args.key, {k: v for k in ("name", "version") if (v := getattr(args, k))} or None)
     if args.command == "student":
         return _student(args.labs, args.out, args.labs_dir)
     if args.check_mode:
@@ -132,7 +135,7 @@ def _terminate_cleanly() -> Iterator[None]:
             signal.signal(s, handler)
 
 
-def _verify(path: str, key: str | None) -> int:
+def _verify(path: str, key: str | None, expected: dict[str, str] | None = None) -> int:
     """`labkit verify`: one line, exit 0 for a good bundle or weights file, 1 and the reason otherwise (Lab 05)."""
     from labkit.export import bundle, weights
 
@@ -141,8 +144,9 @@ def _verify(path: str, key: str | None) -> int:
         if key is not None and not Path(key).is_file():
             raise bundle.BundleError(f"no key file at {key}")
         if p.suffix == ".safetensors":  # a bare weights file: integrity only, it carries no signature
-            if key is not None:
-                raise bundle.BundleError(f"{p.name}: a bare weights file cannot be signed; verify its bundle")
+            if key is not None or expected:
+                raise bundle.BundleError(f"{p.name}: a bare weights file carries no signature, name or version; "
+                                         "verify its bundle")
             flat, m = weights.read_weights(path)
             c = m["config"]
             print(f"OK {p.name}: GPT {c['n_layer']}x{c['d_model']}, {len(flat)} tensors, "
@@ -152,7 +156,7 @@ def _verify(path: str, key: str | None) -> int:
                 weights.refuse_pickle(p)
                 raise bundle.BundleError(f"{p.name}: not a bundle folder (or its {bundle.MANIFEST}) nor a "
                                          ".safetensors weights file")
-            v = bundle.verify(path, key)
+            v = bundle.verify(path, key, expected)
             # Digests cannot tell a program exported for another config of the same shapes: deserializing
             # each one checks the config its name carries and the platforms it was lowered for.
             try:
@@ -161,7 +165,9 @@ def _verify(path: str, key: str | None) -> int:
                 progs = f"{len(v.manifest['programs'])} program(s) checked against the config"
             except ImportError as e:  # a host without jax: the digests hold; the programs stay unread
                 progs = f"programs not deserialized ({e.name or 'jax'} is not installed here): digests only"
-            print(f"{v.summary()}; {progs}")
+            pin = (f"pinned {', '.join(f'{k} {w!r}' for k, w in expected.items())}" if expected
+                   else "name/version not pinned (--name, --version)")
+            print(f"{v.summary()}; {progs}; {pin}")
     except (bundle.BundleError, OSError) as e:  # WeightsError is a BundleError: every refusal is one line
         print(f"labkit verify: REFUSED {e}", file=sys.stderr)
         return 1

@@ -39,7 +39,7 @@ def test_verify_good_bundle_one_line(signed: Path, capsys: pytest.CaptureFixture
     code, out, err = _run(capsys, str(signed / "gpt"), "--key", str(signed / "pub.pem"))
     assert code == 0 and err == "" and len(out.splitlines()) == 1
     assert out.startswith("OK gpt: GPT 2x32") and "signature: ed25519" in out
-    assert out.endswith("; 1 program(s) checked against the config")
+    assert out.endswith("; 1 program(s) checked against the config; name/version not pinned (--name, --version)")
     code, out, _ = _run(capsys, str(signed / "gpt" / "bundle.json"))
     assert code == 0 and "signature: unchecked (no key given)" in out
 
@@ -136,7 +136,7 @@ def test_verify_without_jax_checks_the_digests_and_says_so(signed: Path, monkeyp
     monkeypatch.setitem(sys.modules, "jax", None)  # `import jax` now raises ImportError, as on a torch-only host
     code, out, err = _run(capsys, str(signed / "gpt"), "--key", str(signed / "pub.pem"))
     assert code == 0 and err == "" and len(out.splitlines()) == 1 and "signature: ed25519" in out
-    assert out.rstrip().endswith("programs not deserialized (jax is not installed here): digests only"), out
+    assert "; programs not deserialized (jax is not installed here): digests only;" in out, out
 
 
 def test_verify_bare_weights_file(signed: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -209,3 +209,21 @@ def test_gather_refuses_a_bad_out_and_writes_nothing_when_nothing_gathered(tmp_p
         assert cli.main(["gather", str(tmp_path), "--out", bad]) == 2
         err = capsys.readouterr().err
         assert said in err and "e.g. --out build/gathered" in err and "build/run" not in err
+
+
+def test_verify_pins_name_and_version(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A signature binds no identity: an older release signed by the same key passes unless the shell pins it."""
+    model = FlaxGPT(get_config("test"), rngs=nnx.Rngs(0))
+    routes.save_bundle(model, tmp_path / "v0", key=SK, name="lab05-gpt", version="0")
+    (tmp_path / "pub.pem").write_bytes(PK)
+    key = ["--key", str(tmp_path / "pub.pem")]
+    code, out, _ = _run(capsys, str(tmp_path / "v0"), *key)
+    assert code == 0 and out.startswith("OK v0 (lab05-gpt 0)") and out.endswith("name/version not pinned (--name, --version)")
+    code, out, _ = _run(capsys, str(tmp_path / "v0"), *key, "--name", "lab05-gpt", "--version", "0")
+    assert code == 0 and out.endswith("; pinned name 'lab05-gpt', version '0'")
+    code, out, err = _run(capsys, str(tmp_path / "v0"), *key, "--name", "lab05-gpt", "--version", "1")
+    assert code == 1 and out == "" and err == ("labkit verify: REFUSED v0/bundle.json: version is '0', the server expects '1': "
+                                               "another model (or release) than the one pinned, perhaps signed by the "
+                                               "same key; deploy the bundle you meant")
+    code, _, err = _run(capsys, str(tmp_path / "v0"), "--name", "other-gpt")  # a pin works without a key too
+    assert code == 1 and "name is 'lab05-gpt', the server expects 'other-gpt'" in err
