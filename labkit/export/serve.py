@@ -28,12 +28,13 @@ import math
 import numbers
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from labkit.export.kv_cache import jax_new_cache, jax_step_fn, torch_new_cache, torch_step, torch_step_module
 from labkit.export.load import _is_int, _is_real  # one rule for numbers in labkit.export
+from labkit.export.ranking import FASTEST_MARGIN, best_path, fastest, torch_over_jax  # noqa: F401  (were here)
 from labkit.gpt.config import GPTConfig
 from labkit.gpt.data import ByteTokenizer
 
@@ -364,36 +365,3 @@ def sweep(decoders: Sequence[Any], batches: Sequence[int], prompt_len: int, new_
           repeats: int = 5) -> list[ServeStats]:
     """benchmark() for every decoder and batch size (Lab 05)."""
     return [benchmark(d, b, prompt_len, new_tokens, repeats) for d in decoders for b in batches]
-
-
-FASTEST_MARGIN = 1.10  # a path is named fastest only when it beats the next by more than this factor
-
-
-def fastest(tps: Mapping[str, float]) -> tuple[str, str | None]:
-    """(Lab 05) The path with the most tokens/s, and the runner-up if within FASTEST_MARGIN (a tie), else None."""
-    if not tps:
-        raise ValueError("no paths to rank: pass {path: tokens/s} with at least one path")
-    ranked = sorted(tps, key=lambda p: tps[p], reverse=True)
-    tie = len(ranked) > 1 and tps[ranked[0]] <= FASTEST_MARGIN * tps[ranked[1]]
-    return ranked[0], ranked[1] if tie else None
-
-
-def best_path(stats: Sequence[ServeStats], batch: int) -> str:
-    """(Lab 05) The fastest path at `batch`, or "A ≈ B" when B is within FASTEST_MARGIN of A: noise decides a tie."""
-    tps = {s.path: s.tokens_per_s for s in stats if s.batch == batch}
-    if not tps:
-        raise ValueError(f"no stats at batch {batch!r}; batches measured: {sorted({s.batch for s in stats})}")
-    first, tie = fastest(tps)
-    return first if tie is None else f"{first} ≈ {tie}"
-
-
-def torch_over_jax(stats: Sequence[ServeStats], batch: int) -> dict[str, Any] | None:
-    """(Lab 05) At `batch`: the fastest torch path against JAX jit, tokens/s ratios; None if either is missing."""
-    torch_rows = {s.path: s.tokens_per_s for s in stats if s.batch == batch and s.path.startswith("torch")}
-    jax_tps = next((s.tokens_per_s for s in stats if s.batch == batch and s.path == "JAX jit"), None)
-    if not torch_rows or jax_tps is None:
-        return None
-    best = max(torch_rows, key=torch_rows.get)
-    return {"batch": batch, "best_torch_path": best, "best_torch_tokens_per_s": torch_rows[best],
-            "jax_jit_tokens_per_s": jax_tps, "best_torch_over_jax": torch_rows[best] / jax_tps,
-            "by_path": {p: v / jax_tps for p, v in torch_rows.items()}}  # every torch path / JAX jit

@@ -127,6 +127,10 @@ def test_goodput_title_names_the_policy_never_behind_and_the_slo():
     drawn = [dataclasses.replace(s, arrival_rate=s.rate * 7 / 8) for s in LOAD]
     static, cont, ideal = plots.plot_goodput(drawn).axes[0].get_lines()
     assert list(cont.get_xdata()) == [7 / 8, 7.0] and list(ideal.get_xdata()) == [7 / 8, 7.0]
+    assert ideal.get_label() == "served req/s (the ceiling: all within the SLO)"  # what the dotted line is
+    # the latency plots label each point by the same arrived rate (they said "8/s", the offered one)
+    assert [t.get_text() for t in plots.plot_latency_vs_throughput(drawn).axes[0].texts] == [
+        "0.875/s", "7/s", "0.875/s", "7/s"]
 
 
 def test_no_policy_is_named_when_the_winner_changes_with_the_rate():
@@ -145,3 +149,14 @@ def test_a_log_axis_under_a_decade_has_plain_tick_labels():
     ax = plots.plot_latency_vs_throughput(narrow).axes[0]
     assert ax.get_ylim()[1] / ax.get_ylim()[0] < 10  # 300..600 ms and the 500 ms SLO
     assert ax.yaxis.get_major_formatter()(450.0, 0) == "450"  # not 4.5x10^2
+
+
+def test_serving_sweep_names_no_fastest_within_one_programs_spread():
+    # The 2-core CPU run (2026-11-29): StableHLO, the jit step serialized, served 1.27x JAX jit's tokens/s at batch 1
+    # and 1.24x at batch 8; the title said "fastest StableHLO" at both ends by the fixed 10% rule.
+    stats = [_stat("JAX jit", 1, 5160.0, 0.84, 0.15), _stat("JAX jit", 8, 15400.0, 1.96, 0.42),
+             _stat("StableHLO", 1, 6530.0, 0.69, 0.12), _stat("StableHLO", 8, 19100.0, 1.59, 0.34),
+             _stat("torch eager", 1, 1550.0, 1.05, 0.62), _stat("torch eager", 8, 14900.0, 1.44, 0.48)]
+    assert plots.plot_serving_sweep(stats).axes[0].get_title().endswith(
+        "batch 1: StableHLO ≈ JAX jit (within 27%, one program's spread here: no clear fastest)\n"
+        "batch 8: StableHLO ≈ JAX jit (within 27%, one program's spread here: no clear fastest)")
