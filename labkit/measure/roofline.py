@@ -130,6 +130,8 @@ def _in_place(step: Callable[..., Any], arg: int) -> Callable[..., Any]:
     does, so no call allocates. The timing harness hands each call one of two fresh input sets; a
     donated input would be deleted after its first use, so only the first call's array is donated and
     later calls feed back the last output instead (its values do not matter to a bandwidth probe).
+    So, unlike ``bench.TIMING_RULE``'s fresh inputs, an in-place probe reuses the buffer the last call
+    wrote: a buffer 4x the last-level cache is out of cache by the next call anyway, so the rate is memory's.
     """
     last: list[Any] = []
 

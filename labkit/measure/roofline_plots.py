@@ -46,35 +46,110 @@ def square_size(p: OpPoint) -> int:
 
 
 def describe_past_ridge(points: Sequence[tuple[str, OpPoint]], peak_flops: float, bandwidth: float,
-                        overhead_s: Mapping[str, float]) -> list[str]:
-    """(Lab 00) Lines naming the sweep's matmuls right of the ridge by bound_by's class, with their share of the peak.
+                        overhead_s: Mapping[str, float], own_best: Mapping[str, float] | None = None) -> list[str]:
+    """(Lab 00) Lines naming the sweep's matmuls right of the ridge by section 4's rule, with their share of the peak.
 
     ``points``: (framework, point) pairs; ``overhead_s``: the fixed cost of one call per framework, in seconds
     (Lab 00 times JAX's): the rule that classes the roofline's ops. A framework without one is classed by its
-    intensity alone. Past the ridge a matmul's ceiling is the peak: its share of the peak is its share of its ceiling.
+    intensity alone. Past the ridge a matmul's ceiling is the peak: its share of the peak is its share of its
+    ceiling, and under 30% of it (:data:`REACHED`) it is "under the compute roof" (:func:`describe_bound`).
+    ``own_best``: FLOP/s of each framework's best matmul in this dtype; where one is under 95% of the peak, the
+    peak is another library's, so each of that framework's entries also gives its share of its own best.
     """
-    kinds = [bound_by(p.flops, p.bytes, peak_flops, bandwidth, overhead_s.get(fw, 0.0), p.timing.median_s)
-             for fw, p in points]
+    own_best = own_best or {}
+    if bad := {fw: f for fw, f in own_best.items() if not (isinstance(f, (int, float)) and 0 < f < float("inf"))}:
+        raise ValueError(f"own_best must map each framework to its best matmul's FLOP/s (> 0), got {bad}")
+    behind = {fw for fw, f in own_best.items() if f < 0.95 * peak_flops}  # frameworks the peak is not theirs
     groups: dict[str, list[str]] = {}
-    for (fw, p), kind in zip(points, kinds):
-        cost = overhead_s.get(fw, 0.0)
-        calls = (f" (its call {p.timing.median_s / cost:.2g}x the {cost * 1e6:.3g} µs fixed cost)"
-                 if kind in ("overhead", "kernel") else "")
-        groups.setdefault(kind, []).append(f"{fw} n={square_size(p)} {percent(p.flops_per_s / peak_flops)}{calls}")
-    why = {"overhead": "roofline time under a call's fixed cost, the call within "
-                       f"{OVERHEAD_FACTOR:g}x it: the fixed cost, not compute, is most of the time",
-           "kernel": "roofline time under a call's fixed cost, yet the call over "
-                     f"{OVERHEAD_FACTOR:g}x it: the kernel itself is slow at this size",
-           "compute": "where compute binds"}
-    lines = [f"{kind}-bound ({why.get(kind, kind)}): {', '.join(names)}" for kind, names in groups.items()]
-    shares = [p.flops_per_s / peak_flops for (_, p), kind in zip(points, kinds) if kind == "compute"]
+    shares: list[float] = []  # the compute-bound points' shares of the peak
+    of_own: dict[str, list[float]] = {}  # framework -> the same points' shares of its own best (if given)
+    for fw, p in points:
+        cost, share = overhead_s.get(fw, 0.0), p.flops_per_s / peak_flops
+        kind = describe_bound(bound_by(p.flops, p.bytes, peak_flops, bandwidth, cost, p.timing.median_s), share)
+        notes = [f"{percent(p.flops_per_s / own_best[fw])} of {fw}'s own best"] if fw in behind else []
+        if kind in ("overhead-bound", "kernel-bound"):
+            notes.append(f"its call {p.timing.median_s / cost:.2g}x the {cost * 1e6:.3g} µs fixed cost")
+        if p.timing.noisy:  # a median among scattered repeats: its share is rough
+            notes.append(f"noisy: IQR/median {p.timing.spread:.2f}")
+        groups.setdefault(kind, []).append(f"{fw} n={square_size(p)} {percent(share)}"
+                                           + (f" ({'; '.join(notes)})" if notes else ""))
+        if kind == "compute-bound":
+            shares.append(share)
+            if fw in own_best:
+                of_own.setdefault(fw, []).append(p.flops_per_s / own_best[fw])
+    why = {"overhead-bound": "roofline time under a call's fixed cost, the call within "
+                             f"{OVERHEAD_FACTOR:g}x it: the fixed cost, not compute, is most of the time",
+           "kernel-bound": "roofline time under a call's fixed cost, yet the call over "
+                           f"{OVERHEAD_FACTOR:g}x it: the kernel itself is slow at this size",
+           "compute-bound": "where compute binds",
+           "under the compute roof": f"past the ridge yet under {REACHED:.0%} of the peak, so something the roofline "
+                                     "does not draw limits it, such as its kernel at this size or the library"}
+    lines = [f"{kind} ({why[kind]}): {', '.join(names)}" for kind, names in groups.items()]
     if shares:
         lines.append(f"the compute-bound ones reached {percent(min(shares))} to {percent(max(shares))} of the peak: "
                      + ("past the ridge is where compute can bind, not where a matmul runs at peak"
-                        if min(shares) < 0.95 else "all within 5% of it"))
+                        if min(shares) < 0.95 else "all within 5% of it")
+                     + (_own_ranges(of_own) if behind & set(of_own) else ""))
     if untimed := sorted({fw for fw, _ in points} - set(overhead_s)):
         lines.append(f"{', '.join(untimed)}: classed by intensity alone (no fixed cost per call timed for it here)")
     return lines
+
+
+def _own_ranges(of_own: Mapping[str, Sequence[float]]) -> str:
+    """"; the spread mixes sizes and libraries: of its own best, jax's reached 87% to 100%, torch's ..."."""
+    span = lambda v: percent(min(v)) + ("" if percent(min(v)) == percent(max(v)) else f" to {percent(max(v))}")  # noqa: E731
+    return ("; the spread mixes sizes and libraries: of its own best, "
+            + ", ".join(f"{fw}'s reached {span(v)}" if i == 0 else f"{fw}'s {span(v)}"
+                        for i, (fw, v) in enumerate(of_own.items())))
+
+
+PROBE_KINDS = ("read", "stream", "copy", "stream in place", "add in place")  # labkit.measure.roofline.probe_kind's
+
+
+def describe_read_gap(winner_kind: str, best_read_bps: float, noisy: bool) -> str:
+    """(Lab 00) Why a read+write probe outran the best read-only one, by the winning probe's kind.
+
+    ``winner_kind``: :func:`labkit.measure.roofline.probe_kind` of the fastest probe; ``best_read_bps``: the best
+    read-only probe's bytes/s; ``noisy``: whether any probe's repeats disagreed. Streaming stores that skip
+    write-allocate explain a stream or copy into a separate output; an in-place probe stores onto the lines it
+    has just read, so there is no write-allocate for it to skip.
+    """
+    if winner_kind not in PROBE_KINDS[1:]:
+        raise ValueError(f"winner_kind must be a read+write probe's kind, one of {PROBE_KINDS[1:]}, got {winner_kind!r}"
+                         " (a read probe that wins leaves no gap to explain)")
+    if isinstance(best_read_bps, bool) or not isinstance(best_read_bps, (int, float)) or not best_read_bps > 0:
+        raise ValueError(f"best_read_bps must be the best read probe's bytes/s (> 0), got {best_read_bps!r}")
+    head = f"the best read probe reached {best_read_bps / 1e9:.1f} GB/s, below the {winner_kind} probe. "
+    noise = "; or noise (flagged above)" if noisy else ""
+    if winner_kind.endswith(" in place"):
+        return (head + "That probe's stores land on cache lines it has just read, so write-allocate (a store first reading "
+                "its line) is not the reason. A hypothesis to test (e.g. with a profiler's memory counters, or both "
+                "probes pinned to one core), not a measurement: a read-only reduction's loop is one accumulation "
+                "chain, and how many cache misses a core keeps in flight on it can cap a read pass below a "
+                "read+write pass" + noise)
+    return (head + "Possible causes: streaming stores that skip write-allocate (a store first reading its line), "
+            "so the probe moves only the bytes counted; a read loop on fewer cores" + noise)
+
+
+def describe_matvec_dtype(dtype: str, low_s: float, fp32_s: float) -> str:
+    """(Lab 00) The batch-1 matvec in ``dtype`` against the same matvec in fp32: is its dtype's path what limits it?
+
+    ``low_s``, ``fp32_s``: each one's median seconds per call. fp32 moves twice the bytes, so under the memory
+    roof it would take about twice as long; more than 2x *faster* means the ``dtype`` path, not memory, sets the time.
+    """
+    for name, v in (("low_s", low_s), ("fp32_s", fp32_s)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+            raise ValueError(f"{name} must be a median time in seconds (> 0), got {v!r}")
+    ratio = low_s / fp32_s  # > 1: fp32 is faster
+    speed = f"{ratio:.2g}x faster" if ratio >= 1 else f"{1 / ratio:.2g}x slower"
+    head = (f"the same matvec in fp32 took {fp32_s * 1e3:.3g} ms a call, {dtype}'s {low_s * 1e3:.3g} ms: "
+            f"fp32 {speed} while moving twice the bytes -> ")
+    if ratio > 2:
+        return head + f"the {dtype} matvec is limited by the library's {dtype} matvec path, not by memory"
+    if ratio > 1:
+        return head + (f"the {dtype} path moves bytes slower than fp32's, but under 2x in time: part of what keeps "
+                       "the matvec under the memory roof, not shown to be all of it")
+    return head + f"not the dtype: whatever keeps the {dtype} matvec under the memory roof holds fp32's too"
 
 
 def plot_matmul_sweep(sweeps: Mapping[tuple[str, str], Sequence[OpPoint]], chip: str,
@@ -108,9 +183,10 @@ def plot_matmul_sweep(sweeps: Mapping[tuple[str, str], Sequence[OpPoint]], chip:
     for p in (p for p in pts if square_size(p) == n_small):
         if p.framework not in small or p.flops_per_s > small[p.framework].flops_per_s:
             small[p.framework] = p
-    shares = ", ".join(f"{percent(p.flops_per_s / best.flops_per_s)} ({fw})" for fw, p in small.items())
+    # Each named point with its dtype: the fastest at the smallest size may be a framework's fp32.
+    shares = ", ".join(f"{percent(p.flops_per_s / best.flops_per_s)} ({fw} {p.dtype})" for fw, p in small.items())
     named = [*small.values()] + ([] if any(p is best for p in small.values()) else [best])
-    noisy = [f"{p.framework} n={square_size(p)}" for p in named if p.timing.noisy]
+    noisy = [f"{p.framework} {p.dtype} n={square_size(p)}" for p in named if p.timing.noisy]
     ax.set_title(f"{chip}: n={n_small} reaches {shares}\nof the best ({best.framework} {best.dtype}, "
                  f"n={square_size(best)})" + (f"; {' and '.join(noisy)} noisy: rerun" if noisy else ""), fontsize=10)
     ax.legend(fontsize=8)
@@ -121,7 +197,11 @@ def plot_matmul_sweep(sweeps: Mapping[tuple[str, str], Sequence[OpPoint]], chip:
 def plot_roofline(peak_flops: float, bandwidth: float, ops: Sequence[OpPoint] = (),
                   spec_peak_flops: float | None = None, spec_bandwidth: float | None = None,
                   chip: str = "", overhead_s: float = 0.0, ax: Any = None) -> Any:
-    """Log-log roofline: measured ceiling, spec ceiling (dashed), ops as points; title = how many ops each bound limits (Lab 00)."""
+    """Log-log roofline: measured ceiling, spec ceiling (dashed), ops as points; title = how many ops each bound limits (Lab 00).
+
+    An op whose FLOP/s is ``peak_flops`` (within 1e-9, relative) is the one that defines the peak: it is at its
+    ceiling by construction, so it is labelled "sets the peak", not counted as evidence of a compute bound.
+    """
     own = ax is None
     ax = ax or plt.subplots(figsize=(7, 5.5))[1]
     lo = min([0.05] + [p.intensity / 3 for p in ops])
@@ -136,7 +216,8 @@ def plot_roofline(peak_flops: float, bandwidth: float, ops: Sequence[OpPoint] = 
     groups: dict[str, list[str]] = {}
     for p in ops:
         kind = bound_by(p.flops, p.bytes, peak_flops, bandwidth, overhead_s, p.timing.median_s)
-        kind = describe_bound(kind, p.flops_per_s / float(attainable(p.intensity, peak_flops, bandwidth)))
+        kind = ("sets the peak" if abs(p.flops_per_s - peak_flops) <= 1e-9 * peak_flops
+                else describe_bound(kind, p.flops_per_s / float(attainable(p.intensity, peak_flops, bandwidth))))
         groups.setdefault(kind, []).append(p.name)
         ax.loglog(p.intensity, p.flops_per_s / 1e12, "o", label=f"{p.name} ({p.framework}, {p.dtype}): {kind}")
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
