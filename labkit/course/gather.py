@@ -16,7 +16,7 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,7 +32,6 @@ UNRECORDED = "unrecorded"  # a report written before the runner stamped the cour
 @dataclass
 class Skip:
     """A file left out of the gathering, and why (course)."""
-
     path: str
     reason: str
 
@@ -40,7 +39,6 @@ class Skip:
 @dataclass
 class Run:
     """One accepted run report: where it came from, its chip and its labs (course)."""
-
     path: str
     device: str  # what the runtime reported, e.g. "NVIDIA H100 80GB HBM3"
     chip: str  # the chip table's name for it, or the reported name when the table does not know it
@@ -61,7 +59,11 @@ def find_reports(paths: list[str | Path]) -> tuple[list[Path], list[Skip]]:
     missing: list[Skip] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found += sorted(f for f in p.rglob(REPORT_GLOB) if f.is_file())
+            here = sorted(f for f in p.rglob(REPORT_GLOB) if f.is_file())
+            if not here:  # said, not silently empty: "0 skipped, see above" with nothing above helped no one
+                missing.append(Skip(str(p), f"no {REPORT_GLOB} under it ({sum(1 for _ in p.rglob('*.json'))} other "
+                                            ".json files); pass the report files, or the folders labkit run wrote"))
+            found += here
         elif p.is_file():
             found.append(p)
         else:
@@ -94,6 +96,8 @@ def _invalid(report: Any) -> str | None:
             return f"lab #{i + 1} has no 'name' or 'status': not a labkit run report"
         if not isinstance(lab.get("metrics", {}), dict):
             return f"lab {lab['name']}: 'metrics' is not an object"
+        if not isinstance(lab.get("error"), (dict, type(None))):
+            return f"lab {lab['name']}: 'error' is a {type(lab['error']).__name__}, not an object or null"
     return None
 
 
@@ -133,8 +137,6 @@ def _run(path: Path, report: dict[str, Any]) -> Run:
                str(report.get("started", "")), rt.get("emulated_on"), stopped_note(report))
 
 
-
-
 def gather(paths: list[str | Path], version: str = VERSION) -> tuple[list[Run], list[Skip]]:
     """Load, validate and de-duplicate every report under ``paths``: (accepted runs, skipped files) (course)."""
     files, skipped = find_reports(paths)
@@ -148,6 +150,12 @@ def gather(paths: list[str | Path], version: str = VERSION) -> tuple[list[Run], 
         got = report_version(report)
         if got != UNRECORDED and got != version:
             skipped.append(Skip(str(f), f"from course version {got}; this gathering is for version {version}"))
+            continue
+        try:  # the page reads every field: a report with one of the wrong type is skipped, not fatal to the rest
+            merged([replace(_run(f, report), labs=report["labs"])], [], version)
+        except (TypeError, AttributeError, KeyError, ValueError) as e:
+            skipped.append(Skip(str(f), f"a field of the wrong type ({type(e).__name__}: {str(e)[:120]}): "
+                                        "not a run report as labkit run writes them"))
             continue
         run, origins = _run(f, report), set()
         for lab in report["labs"]:
@@ -165,8 +173,6 @@ def gather(paths: list[str | Path], version: str = VERSION) -> tuple[list[Run], 
         runs.append(run)
     return runs, skipped
 
-
-# ------------------------------------------------------------------------- the key numbers
 
 
 def _num(x: Any) -> float | None:
@@ -354,6 +360,8 @@ def write(paths: list[str | Path], out_dir: str | Path, version: str = VERSION) 
     from labkit.course.gather_html import write_page
 
     out = prepare_out_dir(out_dir, example="build/gathered")  # first: a file or unwritable --out, with the fix
+    for old in ("gathered.json", "index.html"):  # an earlier gathering's page would pass for this one's
+        (out / old).unlink(missing_ok=True)
     runs, skipped = gather(paths, version)
     data = merged(runs, skipped, version)
     if runs:

@@ -247,3 +247,35 @@ def test_a_run_stopped_early_is_said_everywhere_and_not_counted_as_failures(tmp_
     assert gather.stopped_note({"stopped": {"signal": "SIGTERM", "lab": None, "not_run": []}}) == \
         "SIGTERM between labs"
     assert gather.stopped_note({"labs": []}) is None
+
+
+def test_a_report_with_a_field_of_the_wrong_type_is_skipped_not_fatal(tmp_path: Path, capsys) -> None:
+    # Each crashed `labkit gather` with a traceback and lost the good report beside it (a bad-input probe).
+    good = report(H100, "gpu", [l00(700.0, 989.0)])
+    err_str = copy.deepcopy(good) | {"labs": [lab("00_bad", {}, "failed", error="boom")]}
+    not_run = copy.deepcopy(good) | {"stopped": {"signal": "SIGINT", "not_run": 5}}
+    per_prec = report(H100, "gpu", [l04({}, per_precision="x")])  # type: ignore[arg-type]
+    for name, data in (("good", good), ("err_str", err_str), ("not_run", not_run), ("per_prec", per_prec)):
+        write(tmp_path / name / "report.json", data)
+    out = tmp_path / "out"
+    assert gather.main([str(tmp_path), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "skipped " + str(tmp_path / "err_str/report.json") + ": lab 00_bad: 'error' is a str, not an object or null" \
+        in printed
+    for name, exc in (("not_run", "TypeError"), ("per_prec", "AttributeError")):
+        assert f"skipped {tmp_path / name / 'report.json'}: a field of the wrong type ({exc}: " in printed
+    assert f"gathered {tmp_path / 'good/report.json'}" in printed and (out / "index.html").is_file()
+
+
+def test_a_folder_without_reports_is_named_and_a_failed_gathering_leaves_no_old_page(tmp_path: Path, capsys) -> None:
+    write(tmp_path / "notes/peak.json", {"not": "a report"})
+    write(tmp_path / "in/report.json", report(H100, "gpu", [l00(700.0, 989.0)]))
+    out = tmp_path / "out"
+    assert gather.main([str(tmp_path / "in"), "--out", str(out)]) == 0 and (out / "index.html").is_file()
+    capsys.readouterr()
+    assert gather.main([str(tmp_path / "notes"), "--out", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == (f"skipped {tmp_path / 'notes'}: no report*.json under it (1 other .json files); "
+                            "pass the report files, or the folders labkit run wrote\n")
+    assert "nothing written to" in captured.err
+    assert list(out.iterdir()) == []  # the earlier page is gone: it would pass for this gathering's
