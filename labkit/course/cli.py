@@ -73,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "list":
         try:
-            labs = runner.available_labs(args.labs_dir)
-        except OSError as e:  # no labs/ folder, or --labs-dir not a folder
+            labs = runner.resolve_labs([], args.labs_dir)
+        except (OSError, runner.LabNotFound) as e:  # no labs/ folder, --labs-dir not a folder, or no lab in it
             print(f"labkit list: {e}", file=sys.stderr)
             return 2
         for lab in labs:
@@ -89,7 +89,12 @@ def main(argv: list[str] | None = None) -> int:
         print(doctor.format_report(d))
         return 1 if any(f.level == "error" for f in d["findings"]) else 0
     if args.command == "verify":
-        return _verify(args.path, args.key, {k: v for k in ("name", "version") if (v := getattr(args, k))} or None)
+        pins = {k: getattr(args, k) for k in ("name", "version") if getattr(args, k) is not None}
+        if empty := [k for k, v in pins.items() if not v.strip()]:  # `--name "$MODEL"` with MODEL unset: no pin at all
+            print(f"labkit verify: --{empty[0]} is empty: pass the {empty[0]} the manifest must carry, or leave "
+                  f"--{empty[0]} out", file=sys.stderr)
+            return 2
+        return _verify(args.path, args.key, pins or None)
     if args.command == "student":
         return _student(args.labs, args.out, args.labs_dir)
     if args.check_mode:

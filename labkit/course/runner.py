@@ -153,9 +153,19 @@ def available_labs(directory: str | Path | None = None) -> list[Path]:
     return sorted(p for p in d.glob("[0-9][0-9]_*.ipynb") if p.is_file())
 
 
+def no_labs_message(directory: str | Path | None = None) -> str:
+    """Why a labs folder has no lab: the naming it expects, and the notebooks it found instead (Lab 00)."""
+    d = Path(directory) if directory is not None else labs_dir()
+    other = sorted(p.name for p in d.glob("*.ipynb"))
+    return (f"no lab notebooks (NN_topic.ipynb, e.g. 02_mfu.ipynb) in {d}"
+            + (f"; found {', '.join(other[:3])}{' ...' if len(other) > 3 else ''}: rename them so" if other else ""))
+
+
 def resolve_labs(names: list[str], directory: str | Path | None = None) -> list[Path]:
     """Map names like "00", "0", "00_know_your_accelerator" or "mfu" to notebooks, each once, in order (Lab 00)."""
     labs = available_labs(directory)
+    if not labs:  # said, never an empty success: run, student and list all come through here
+        raise LabNotFound(no_labs_message(directory))
     if not names:
         return labs
     chosen: list[Path] = []
@@ -278,9 +288,7 @@ def run(
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
     timeout_s = check_timeout(timeout_s)  # before anything runs: the CLI's --timeout lands here
-    labs = resolve_labs(list(names or []), directory)
-    if not labs:
-        raise LabNotFound(f"no lab notebooks found in {directory or labs_dir()}")
+    labs = resolve_labs(list(names or []), directory)  # LabNotFound for a folder without labs
     check_not_source(out_dir, labs)  # papermill would write each executed copy over its lab
     out = prepare_out_dir(out_dir)
     for stale in ("report.json", "report.html"):

@@ -78,7 +78,12 @@ def student_notebook(path: str | Path) -> Any:
         from nbgrader.preprocessors import ClearOutput, ClearSolutions
     except ImportError:
         raise ImportError("labkit student needs nbgrader: pip install -e '.[instructor]'") from None
-    nb = nbformat.read(path, as_version=4)
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception as e:  # noqa: BLE001  not JSON, not a notebook (jsonschema), unreadable: one line, the file named
+        first = (str(e).splitlines() or [""])[0][:160]
+        raise StudentCopyError(f"{path}: not a readable notebook ({type(e).__name__}: {first}); fix it or remove it "
+                               "from --labs-dir") from None
     if not validate(nb, path):
         raise StudentCopyError(f"{path}: no solution regions ({BEGIN} ... {END}) to clear")
     clear = ClearSolutions(enforce_metadata=False, code_stub={"python": STUB}, begin_solution_delimeter="BEGIN SOLUTION",
@@ -116,10 +121,13 @@ def write_student_copies(labs: Sequence[Path], out_dir: str | Path) -> list[Path
 
     try:
         check_not_source(out_dir, list(labs), example="build/student")  # the copies would replace the solutions
-        out = prepare_out_dir(out_dir, example="build/student")  # a file given as the folder is refused before any clearing
-    except (OSError, ValueError) as e:  # a file, unwritable, empty, the labs' own folder
+    except (OSError, ValueError) as e:  # the labs' own folder
         raise StudentCopyError(str(e)) from None
-    copies = [(lab, student_notebook(lab)) for lab in labs]  # every lab validated before any file is written
+    copies = [(lab, student_notebook(lab)) for lab in labs]  # every lab read and validated before --out is made
+    try:
+        out = prepare_out_dir(out_dir, example="build/student")
+    except (OSError, ValueError) as e:  # a file, unwritable, empty
+        raise StudentCopyError(str(e)) from None
     check_no_solutions_overwritten([out / lab.name for lab in labs])
     written = []
     for lab, nb in copies:

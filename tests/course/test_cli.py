@@ -227,3 +227,13 @@ def test_verify_pins_name_and_version(tmp_path: Path, capsys: pytest.CaptureFixt
                                                "same key; deploy the bundle you meant")
     code, _, err = _run(capsys, str(tmp_path / "v0"), "--name", "other-gpt")  # a pin works without a key too
     assert code == 1 and "name is 'lab05-gpt', the server expects 'other-gpt'" in err
+
+
+def test_verify_refuses_an_empty_pin(signed: Path, capsys: pytest.CaptureFixture) -> None:
+    # `--name "$MODEL"` with MODEL unset passed as "not pinned", exit 0 (a bad-input probe)
+    for flag in ("--name", "--version"):
+        assert cli.main(["verify", str(signed / "gpt"), flag, ""]) == 2
+        out, err = capsys.readouterr()
+        field = flag[2:]
+        assert out == "" and err == (f"labkit verify: {flag} is empty: pass the {field} the manifest must carry, "
+                                     f"or leave {flag} out\n")

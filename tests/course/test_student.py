@@ -129,3 +129,31 @@ def test_unwritable_or_empty_out_is_refused(tmp_path: Path, monkeypatch: pytest.
             f"--out {tmp_path / 'ro'}: cannot write there (Read-only file system); pass a folder you can write to, "
             "e.g. --out build/student")):
         student.write_student_copies([lab], tmp_path / "ro")
+
+
+@pytest.mark.parametrize("text, why", [("{not json", "NotJSONError: Notebook does not appear to be JSON"),
+                                       ("{}", "ValidationError")])
+def test_a_lab_that_is_not_a_notebook_is_refused_in_one_line_and_nothing_is_made(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, why: str) -> None:
+    # Both gave a traceback (exit 1) and left an empty --out folder behind (a bad-input probe).
+    labs = tmp_path / "labs"
+    _tiny_lab(labs, "01_good.ipynb")
+    (labs / "00_bad.ipynb").write_text(text)
+    out = tmp_path / "copies"
+    assert cli.main(["student", "--labs-dir", str(labs), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"labkit student: {labs / '00_bad.ipynb'}: not a readable notebook ({why}") and \
+        err.rstrip().endswith("fix it or remove it from --labs-dir") and len(err.splitlines()) == 1
+    assert not out.exists()  # every lab is read before --out is made
+
+
+def test_a_labs_folder_without_lab_notebooks_is_said_by_student_list_and_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # student and list exited 0 with no output (student also made an empty --out): it looked like success.
+    labs = tmp_path / "misnamed"
+    _tiny_lab(labs, "mfu.ipynb")
+    want = f"no lab notebooks (NN_topic.ipynb, e.g. 02_mfu.ipynb) in {labs}; found mfu.ipynb: rename them so\n"
+    for argv in (["student", "--out", str(tmp_path / "s")], ["list"], ["run", "--out", str(tmp_path / "r")]):
+        assert cli.main([*argv, "--labs-dir", str(labs)]) == 2
+        assert capsys.readouterr().err == f"labkit {argv[0]}: {want}"
+    assert not (tmp_path / "s").exists() and not (tmp_path / "r").exists()
