@@ -207,7 +207,10 @@ def _check_signature(root: Path, raw: bytes, key: Key) -> str:
     except (ValueError, KeyError, TypeError) as e:
         raise BundleError(f"{where}: not a labkit signature file ({e})") from None
     if got_alg != alg:
-        raise BundleError(f"{where}: signed with {got_alg}, but the key given is for {alg}")
+        given = f"key file {Path(key).name}" if isinstance(key, (str, os.PathLike)) else "the key given"
+        hint = ("; it is not a PEM, so it was read as an HMAC secret: pass the publisher's Ed25519 public key PEM (an "
+                "OpenSSH key converts with `ssh-keygen -e -m PKCS8 -f KEY.pub`)" if alg == "hmac-sha256" else "")
+        raise BundleError(f"{where}: signed with {got_alg}, but {given} is for {alg}{hint}")
     if alg == "hmac-sha256":
         ok = hmac.compare_digest(hmac.new(k, raw, hashlib.sha256).digest(), value)
     else:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import os
 import pickle
 from dataclasses import asdict
 from pathlib import Path
@@ -233,6 +234,9 @@ def _problems(have: dict[str, tuple[str, tuple[int, ...]]], want: dict[str, tupl
 
 def read_weights(path: str | Path, cfg: GPTConfig | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Validated (flat dict, manifest) from a labkit safetensors file; WeightsError on any mismatch (Lab 05)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise WeightsError(f"path must be the weights file's path (str or Path), got {type(path).__name__} "
+                           f"{path!r:.60}; e.g. load_weights('gpt.safetensors', model)")
     p = Path(path)
     _checked_header(p)  # pickle, structure: before reading a possibly large file in full
     data = p.read_bytes()  # read once: what is checked is what is loaded

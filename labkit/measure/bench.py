@@ -127,6 +127,9 @@ def time_fn(
         bad, what = ("fn", fn) if not callable(fn) else ("make_inputs", make_inputs)
         raise TypeError(f"{bad} must be a function, got {type(what).__name__} {what!r:.60}; "
                         "e.g. time_jax(f, lambda i: (a, b)): f is timed on the arguments make_inputs(i) returns")
+    if not callable(sync):
+        raise TypeError(f"sync must be a function that blocks until its argument is computed, got "
+                        f"{type(sync).__name__} {sync!r:.60}; e.g. jax.block_until_ready, or time_jax / time_torch")
 
     def make(i: int) -> Sequence[Any]:
         args = make_inputs(i) if make_inputs is not None else ()

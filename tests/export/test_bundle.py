@@ -168,6 +168,11 @@ def test_signatures_hmac_wrong_key_and_algorithm(good: Path, tmp_path: Path) -> 
     with pytest.raises(BundleError, match="bundle.sig: missing, but a key was given"):
         bundle.verify(good, secret)
     publish.sign(good, SK)
+    # An OpenSSH public key file is not a PEM: it reads as an HMAC secret, and the refusal says so and how to convert
+    (tmp_path / "id.pub").write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB3xZz user@host\n")
+    with pytest.raises(BundleError, match=r"signed with ed25519, but key file id\.pub is for hmac-sha256; it is not a "
+                                          r"PEM, so it was read as an HMAC secret: .*ssh-keygen -e -m PKCS8"):
+        bundle.verify(good, tmp_path / "id.pub")
     other_pk = publish.new_ed25519_key()[1]
     with pytest.raises(BundleError, match="the signature does not match"):
         bundle.verify(good, other_pk)

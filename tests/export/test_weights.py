@@ -361,3 +361,12 @@ def test_a_state_dict_is_not_the_model(tmp_path) -> None:
     with pytest.raises(W.WeightsError, match="load_weights needs the course model .* got NoneType"):
         W.load_weights(tmp_path / "w.safetensors", None)
     assert not list(tmp_path.iterdir())  # nothing half-written
+
+
+def test_a_path_that_is_not_a_path_is_named() -> None:
+    from labkit.export import weights as w
+    from labkit.gpt.config import get_config
+    from labkit.gpt.torch_model import TorchGPT
+
+    with pytest.raises(w.WeightsError, match=r"path must be the weights file's path \(str or Path\), got NoneType None"):
+        w.load_weights(None, TorchGPT(get_config("test")))  # was a bare TypeError from Path(None)

@@ -277,5 +277,7 @@ def test_time_fn_says_how_to_pass_inputs() -> None:
         bench.time_fn(lambda x: x, (a,), sync=lambda _: None)
     with pytest.raises(TypeError, match=r"fn must be a function, got ndarray"):
         bench.time_fn(a, sync=lambda _: None)
+    with pytest.raises(TypeError, match=r"sync must be a function that blocks .* got int 5"):
+        bench.time_fn(lambda: None, sync=5)  # was "'int' object is not callable", naming nothing
     t = bench.time_fn(lambda x: x, lambda i: [a], sync=lambda _: None, warmup=0, repeats=2)
     assert len(t.times_s) == 2
