@@ -47,8 +47,8 @@ def _fastest(tps: dict[str, float], margin: float) -> str:
     first, tie = fastest(tps, margin)
     if tie is None:
         return f"fastest {first}"
-    why = ", one program's spread here" if margin > FASTEST_MARGIN else ""  # ranking.noise_margin raised it
-    return f"{first} ≈ {tie} (within {margin - 1:.0%}{why}: no clear fastest)"
+    why = " = one program's spread" if margin > FASTEST_MARGIN else ""  # ranking.noise_margin raised it
+    return f"{first} ≈ {tie} (a tie: within {margin - 1:.0%}{why})"  # short: the title sits beside another
 
 
 def plot_serving_sweep(stats: Sequence[ServeStats]) -> Figure:

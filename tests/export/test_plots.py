@@ -67,7 +67,7 @@ def test_serving_sweep_titles_state_the_gain_the_fastest_path_and_the_ttft_ratio
     close = [_stat("eager", 1, 1000.0, 2.0, 1.0), _stat("eager", 8, 8500.0, 3.0, 1.0),
              _stat("jit", 1, 2000.0, 1.0, 0.5), _stat("jit", 8, 9000.0, 6.0, 1.0)]
     assert plots.plot_serving_sweep(close).axes[0].get_title().endswith(
-        "batch 1: fastest jit\nbatch 8: jit ≈ eager (within 10%: no clear fastest)")
+        "batch 1: fastest jit\nbatch 8: jit ≈ eager (a tie: within 10%)")
     assert [t.get_text() for t in ax2.get_xticklabels()] == ["eager", "jit", "export"]
 
 
@@ -158,5 +158,5 @@ def test_serving_sweep_names_no_fastest_within_one_programs_spread():
              _stat("StableHLO", 1, 6530.0, 0.69, 0.12), _stat("StableHLO", 8, 19100.0, 1.59, 0.34),
              _stat("torch eager", 1, 1550.0, 1.05, 0.62), _stat("torch eager", 8, 14900.0, 1.44, 0.48)]
     assert plots.plot_serving_sweep(stats).axes[0].get_title().endswith(
-        "batch 1: StableHLO ≈ JAX jit (within 27%, one program's spread here: no clear fastest)\n"
-        "batch 8: StableHLO ≈ JAX jit (within 27%, one program's spread here: no clear fastest)")
+        "batch 1: StableHLO ≈ JAX jit (a tie: within 27% = one program's spread)\n"
+        "batch 8: StableHLO ≈ JAX jit (a tie: within 27% = one program's spread)")
