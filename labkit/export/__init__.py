@@ -12,6 +12,7 @@ Modules:
 - ``reference``  the shipped CPU reference every runtime checks itself against; bf16 top-1 and KL
 - ``kv_cache``   a KV cache for the course GPT in PyTorch and JAX
 - ``serve``      a generation server loop and its benchmark: TTFT, per-token latency, tokens/s
+- ``ranking``    which serving path is fastest, named only beyond the run's own noise (one program run two ways)
 - ``batching``   what batching must buy a decode step, by device: ratio / 4 on a GPU or TPU, 1.5x on a CPU
 - ``cuda_graph`` a static KV cache and a decode step captured as a CUDA graph (static buffers on CPU)
 - ``slots``      batch slots that requests join and leave between decode steps (torch, JAX)

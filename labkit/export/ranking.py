@@ -8,10 +8,9 @@ two measurements of the same work can differ: on a shared CPU it reached 1.3x, m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-if TYPE_CHECKING:  # serve imports this module: only the type is needed here
-    from labkit.export.serve import ServeStats
+ServeStats = Any  # labkit.export.serve.ServeStats (.path, .batch, .tokens_per_s); serve imports this module
 
 FASTEST_MARGIN = 1.10  # a path is named fastest only when it beats the next by more than this factor
 SAME_PROGRAM = ("JAX jit", "StableHLO")  # one program run two ways: their gap is not a property of a path
