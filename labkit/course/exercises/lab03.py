@@ -35,6 +35,10 @@ MATMUL_CASES: list[tuple[tuple, tuple, tuple, tuple]] = [
     # w a little narrower than x: XLA compares y's tile with x's (all-reduce), though the all-reduce's ring moves
     # 2 x |y| > |x| (the gather's): a "fewer ring bytes" rule predicts the all-gather here and fails this case
     (("data", "model"), (None, None), ("data", None), (32, 24)),
+    (("data", "model"), (None, None), ("data", None), (32, 32)),  # as wide as x: no smaller, so gather x
+    # x's rows whole (not split over "data"): the partitioner gathered x at every width tried (4 to 64 columns)
+    ((None, "model"), (None, None), (None, None), (32, 8)),
+    ((None, "model"), ("model", None), (None, "model"), W_SHAPE),  # y split by columns over the summed axis
 ]
 
 
@@ -101,6 +105,10 @@ def check_predict_collectives(fn: Callable[[tuple, tuple, tuple, tuple], set[str
         Hint(lambda g, e, a: e == {"all-gather"} and _is(g, set()),
              "the output layout asks every device for tiles that other devices computed (e.g. a "
              "replicated y from a split x or w): those tiles must be gathered — all-gather."),
+        Hint(lambda g, e, a: _one_sided(a) and a[0][0] is None and e == {"all-gather"} and _is(g, {"all-reduce"}),
+             "only x's contracted dimension is split (w is whole), and x's rows are whole on every device (not "
+             "split over the other axis): in this lab's cases the partitioner then gathers x's missing columns "
+             "whatever w's width — the size rule held only where x's rows were split too."),
         Hint(lambda g, e, a: _one_sided(a) and e == {"all-gather"} and _is(g, {"all-reduce"}),
              "only x's contracted dimension is split (w is whole), and w is wide: y's tile (rows x "
              "d_out) is no smaller than x's (rows x d_in). The partitioner can gather x's missing "
@@ -196,6 +204,9 @@ def layout_error(layout: dict[str, Any]) -> str:
         if len(v) > len(MLP_SHAPES[k]) or not all(e is None or isinstance(e, str) for e in v):
             return (f'layout["{k}"] = {tuple(v)!r}: {k} has {len(MLP_SHAPES[k])} dimensions {MLP_SHAPES[k]}; '
                     'give at most one entry per dimension, each None or a mesh axis name such as "model".')
+        if len(named := [e for e in v if e is not None]) != len(set(named)):  # jax: DuplicateSpecError
+            return (f'layout["{k}"] = {tuple(v)!r} splits two dimensions of {k} over the same mesh axis: a '
+                    'mesh axis can split one dimension only. Split one, e.g. (None, "model") or ("model", None).')
     return ""
 
 
@@ -215,8 +226,9 @@ def check_fixed_layout(fn: Callable[[], dict[str, tuple]]) -> CheckResult:
     if error is not None:
         return raised(name, error)
     if not isinstance(layout, dict) or set(layout) != {"w1", "w2"}:
+        forgot = " (it returned None: did you forget `return`?)" if layout is None else ""
         return finish(CheckResult(name, "wrong", 'return a dict {"w1": (...), "w2": (...)} of '
-                                   "PartitionSpec entries, e.g. (None, \"model\")."))
+                                   f"PartitionSpec entries, e.g. (None, \"model\"){forgot}."))
     bad = layout_error(layout)
     if bad:
         return finish(CheckResult(name, "wrong", bad))

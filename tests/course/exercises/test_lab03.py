@@ -26,8 +26,8 @@ def right(x, w, y, shape):  # the lab's solution
     kinds = set()
     if x[1] is not None and x[1] == w[0]:
         kinds.add("reduce-scatter" if x[1] in y else "all-reduce")
-    elif x[1] is not None:  # only x's contraction split: all-reduce the smaller y, else gather x
-        kinds.add("all-reduce" if shape[1] < shape[0] else "all-gather")
+    elif x[1] is not None:  # only x's contraction split: with x's rows split too, all-reduce the smaller y
+        kinds.add("all-reduce" if x[0] is not None and shape[1] < shape[0] else "all-gather")
     elif w[0] is not None:
         kinds.add("all-gather")
     if any(h is not None and want != h for h, want in zip((x[0], w[1]), y)):
@@ -42,7 +42,7 @@ def right_alt(x, w, y, shape):  # correct, written as a table of cases, returnin
     elif x[1] is not None and w[0] is None:
         rows = 16 // 2  # each row block of x
         x_block, y_tile = rows * shape[0], rows * shape[1]  # what a gather of x moves vs the y to sum
-        out.append("all-reduce" if y_tile < x_block else "all-gather")
+        out.append("all-reduce" if x[0] is not None and y_tile < x_block else "all-gather")
     if (w[0] is not None and x[1] is None) or (x[0] and y[0] != x[0]) or (w[1] and y[1] != w[1]):
         out.append("all-gather")
     return out
@@ -71,8 +71,26 @@ def gathers_one_side(x, w, y, shape):  # "one side split: always gather it", wha
 
 def ring_bytes(x, w, y, shape):  # one side by ring bytes: an all-reduce moves 2(n-1)/n |y|, a gather (n-1)/n |x|
     k = right(x, w, y, shape)
-    if x[1] is not None and w[0] is None:
+    if x[1] is not None and w[0] is None and x[0] is not None:  # where the size rule applies at all
         k = (k - {"all-reduce", "all-gather"}) | {"all-reduce" if 2 * shape[1] < shape[0] else "all-gather"}
+    return k
+
+def rs_rows_only(x, w, y, shape):  # reduce-scatter only when y's *rows* are split over the summed axis
+    k = right(x, w, y, shape)
+    if "reduce-scatter" in k and y[0] != x[1]:
+        k = (k - {"reduce-scatter"}) | {"all-reduce"}
+    return k
+
+def equal_reduces(x, w, y, shape):  # a w exactly as wide as x's columns also all-reduces
+    k = right(x, w, y, shape)
+    if x[1] is not None and w[0] is None and x[0] is not None and shape[1] == shape[0]:
+        k = (k - {"all-gather"}) | {"all-reduce"}
+    return k
+
+def size_rule_everywhere(x, w, y, shape):  # the tile-size rule even where x's rows are whole
+    k = right(x, w, y, shape)
+    if x[1] is not None and w[0] is None and x[0] is None and shape[1] < shape[0]:
+        k = (k - {"all-gather"}) | {"all-reduce"}
     return k
 
 def always_gather(x, w, y, shape):  # "sharding always costs a gather"
@@ -85,7 +103,9 @@ out = {}
 for name, fn in [("right", right), ("right_alt", right_alt), ("never_rs", never_rs),
                  ("no_partial_sums", no_partial_sums), ("never_gather", never_gather),
                  ("sums_one_side", sums_one_side), ("gathers_one_side", gathers_one_side),
-                 ("always_gather", always_gather), ("ring_bytes", ring_bytes), ("three_args", three_args)]:
+                 ("always_gather", always_gather), ("ring_bytes", ring_bytes), ("three_args", three_args),
+                 ("rs_rows_only", rs_rows_only), ("equal_reduces", equal_reduces),
+                 ("size_rule_everywhere", size_rule_everywhere)]:
     r = lab03.check_predict_collectives(fn)
     out["predict_" + name] = [r.status, r.message]
 # The compiler's own answers for the two one-sided cases: the same layouts, a wide and a narrow w.
@@ -102,7 +122,9 @@ for name, layout in [("right", {"w1": (None, "model"), "w2": ("model", None)}),
                      ("too_long", {"w1": (None, "model", None), "w2": ("model", None)}),
                      ("short_right", {"w1": (None, "model"), "w2": ("model",)}),
                      ("partition_spec", {"w1": P(None, "model"), "w2": P("model", None)}),
-                     ("partition_spec_broken", {"w1": P(None, "model"), "w2": P(None, "model")})]:
+                     ("partition_spec_broken", {"w1": P(None, "model"), "w2": P(None, "model")}),
+                     ("same_axis_twice", {"w1": ("model", "model"), "w2": ("model", None)}),
+                     ("returned_none", None)]:
     r = lab03.check_fixed_layout(lambda layout=layout: layout)
     out["fix_" + name] = [r.status, r.message]
 
@@ -143,6 +165,10 @@ def test_predict_accepts_correct_answers(verdicts: dict, name: str) -> None:
     ("always_gather", "no collective here"),
     # w (32, 24): XLA all-reduces y (its tile is smaller than x's) though the ring would move more bytes
     ("ring_bytes", "only x's contracted dimension is split (w is whole), and w is narrow"),
+    # the three a wrong-answer probe passed through the old 10 cases (2026-11-29):
+    ("rs_rows_only", "reduce-scatter (half an all-reduce's traffic"),  # y (None, 'model') over the summed axis
+    ("equal_reduces", "and w is wide: y's tile"),  # w (32, 32): no smaller than x's block
+    ("size_rule_everywhere", "x's rows are whole on every device"),  # x (None, 'model'), w (32, 8)
 ])
 def test_predict_wrong_answers_get_their_hint(verdicts: dict, name: str, hint: str) -> None:
     status, message = verdicts["predict_" + name]
@@ -171,7 +197,8 @@ def test_predict_hint_names_the_layout_that_failed(verdicts: dict) -> None:
 
 def test_the_same_layout_compiles_both_ways_by_the_shape_of_w(verdicts: dict) -> None:
     # x ("data", "model"), w whole, y ("data", None): a wide w -> gather x; a narrow w -> all-reduce y.
-    assert verdicts["one_sided"] == [["all-gather"], ["all-reduce"], ["all-reduce"]], verdicts["one_sided"]
+    assert verdicts["one_sided"] == [["all-gather"], ["all-reduce"], ["all-reduce"], ["all-gather"]], \
+        verdicts["one_sided"]  # w 64, 4, 24 and 32 columns wide
 
 
 def test_an_answer_without_the_shape_argument_is_told_the_signature(verdicts: dict) -> None:
@@ -190,6 +217,8 @@ def test_an_answer_without_the_shape_argument_is_told_the_signature(verdicts: di
     ("not_dict", 'return a dict {"w1"'),
     ("bad_axis", "does not compile"),
     ("partition_spec_broken", "split the same way — by its rows"),
+    ("same_axis_twice", "splits two dimensions of w1 over the same mesh axis"),  # was jax's DuplicateSpecError
+    ("returned_none", "did you forget `return`?"),
 ])
 def test_fixed_layout_wrong_answers_get_their_hint(verdicts: dict, name: str, hint: str) -> None:
     status, message = verdicts["fix_" + name]
@@ -217,7 +246,10 @@ def test_cases_cover_every_rule() -> None:
     assert len(specs) == len(set(specs)) >= 6
     # One layout twice, with a wide and a narrow w: the partitioner's choice depends on the shapes.
     one_sided = [c[3] for c in specs if c[0][1] is not None and c[1] == (None, None)]
-    assert sorted(w[1] < w[0] for w in one_sided) == [False, True, True], one_sided
+    assert sorted(w[1] < w[0] for w in one_sided) == [False, False, True, True, True], one_sided
+    assert (32, 32) in one_sided, "a w exactly as wide as x: the size rule's edge"
+    assert any(c[0][0] is None and c[0][1] is not None and c[1] == (None, None) for c in specs), "x's rows whole"
+    assert any(c[0][1] is not None and c[0][1] == c[1][0] and c[2][1] == c[0][1] for c in specs), "y's columns summed"
     assert any(w[1] < w[0] < 2 * w[1] for w in one_sided), "a case where tile sizes and ring bytes disagree"
     assert CheckFailed is not None  # stop mode's exception, imported for the suite's readers
 
