@@ -222,16 +222,26 @@ def check_function(
     __tracebackhide__ = True  # IPython hides this frame: a failed check shows the learner's cell and the message
     name_case = describe or show_args
     runs: list[tuple[tuple, Any, Any]] = []  # (args, got, expected)
+    unfinished: list[tuple[tuple, Exception]] = []  # cases a NotImplementedError left unanswered
     for args in cases:
         error: Exception | None = None
         try:
             got = fn(*args)
         except Exception as e:  # any error in the learner's code is a failed check, not a crash of the run
             error = e
+        if isinstance(error, NotImplementedError):  # a stub, or one branch not written yet: see the others
+            unfinished.append((args, error))
+            continue
         if error is not None:  # reported outside the except: no "during handling ..." second traceback
             return raised(name, error, name_case(args))
         expected = reference(*args)
         runs.append((args, as_sequence(got) if isinstance(expected, (list, tuple)) else got, expected))
+    if unfinished and not runs:  # raised on every case: not started
+        return raised(name, unfinished[0][1], name_case(unfinished[0][0]))
+    if unfinished:  # answered some cases: a branch left unwritten is a wrong answer, its inputs named
+        return finish(CheckResult(name, "wrong", f"your function answered {len(runs)} case(s) but raised "
+                                  f"NotImplementedError on {len(unfinished)}, e.g. inputs {name_case(unfinished[0][0])} "
+                                  f"({_clip(str(unfinished[0][1]), 120)}): that branch is not written yet."))
     if not runs:
         raise ValueError(f"check {name!r} was given no cases to test")
     wrong = [r for r in runs if not close(r[1], r[2], rtol)]

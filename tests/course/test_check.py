@@ -144,6 +144,19 @@ def test_not_implemented_is_still_not_done(report_mode: None) -> None:
     assert r.status == "not done" and "later" in r.message
 
 
+def test_one_branch_left_unwritten_is_wrong_and_named(report_mode: None) -> None:
+    # A probe's predict_cycles raised NotImplementedError("IS dataflow") for "is" only: it read "not done yet".
+    def partial(n: int, dataflow: str) -> int:
+        if dataflow == "is":
+            raise NotImplementedError("IS dataflow")
+        return n
+
+    r = check.check_function("cycles", partial, lambda n, d: n, [(1, "os"), (2, "is"), (3, "ws"), (4, "is")])
+    assert r.status == "wrong" and r.message == ("your function answered 2 case(s) but raised NotImplementedError "
+                                                 "on 2, e.g. inputs (2, 'is') (IS dataflow): that branch is not "
+                                                 "written yet.")
+
+
 # --------------------------------------------------------------- which hint, and when none
 
 

@@ -76,6 +76,9 @@ def check_flops_per_token(fn: Callable[[GPTConfig, int], float]) -> CheckResult:
                  + _att(c, t) + 6 * c.vocab_size * d(c)), "the MLP width is cfg.d_ff, which need not be 4·d_model."),
         Hint(_is(lambda c, t: 6 * (_n(c) - 2 * c.n_layer * d(c) ** 2) + _att(c, t)), "q, k and v are three "
              "d×d projections (3·d² weights), plus d² for the output projection: 4·d² per layer for attention."),
+        Hint(_is(lambda c, t: 6 * (_n(c) - c.n_layer * d(c) ** 2) + _att(c, t)), "you left out attention's "
+             "output projection: after q, k and v (3·d²), the heads' outputs go through one more d×d matmul "
+             "(c_proj): 4·d² weights per layer for attention."),
     ]
     return check_function("FLOPs per token", fn, _reference_fpt, _cfg_cases(_rng()), hints=hints, rtol=1e-9,
                           explain="6·N + 12·L·H·Q·T with N = matmul weights: labkit.measure.flops calls this the "

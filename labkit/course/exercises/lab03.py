@@ -93,6 +93,9 @@ def check_predict_collectives(fn: Callable[[tuple, tuple, tuple, tuple], set[str
 
     contraction_split = lambda a: a[0][1] is not None and a[0][1] == a[1][0]  # noqa: E731
     hints = [
+        Hint(lambda g, e, a: not isinstance(g, (set, frozenset)),  # lists and tuples were made sets already
+             "return a set of collective names, e.g. {\"all-reduce\"}, or set() when nothing moves ({} is an "
+             "empty dict, \"\" a string)."),
         Hint(lambda g, e, a: e == {"reduce-scatter"} and _is(g, {"all-reduce"}),
              "the output is split over the same mesh axis you summed over, so each device needs "
              "only its slice of the sum: that is a reduce-scatter (half an all-reduce's traffic; "

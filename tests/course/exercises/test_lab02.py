@@ -46,6 +46,8 @@ FPT_WRONG: list[tuple[Callable[..., float], str]] = [
     (lambda c, t: 6 * (_n(c) - c.vocab_size * c.d_model) + _att(c, t), "left out the output head"),
     (lambda c, t: 6 * (c.n_layer * 12 * c.d_model**2 + c.vocab_size * c.d_model) + _att(c, t), "cfg.d_ff"),
     (lambda c, t: 6 * (_n(c) - 2 * c.n_layer * c.d_model**2) + _att(c, t), "three d×d projections"),
+    # att = 3·d·d: q, k, v but not c_proj (a wrong-answer probe got only "wrong on 20 of 20 cases")
+    (lambda c, t: 6 * (_n(c) - c.n_layer * c.d_model**2) + _att(c, t), "left out attention's output projection"),
 ]
 
 # ---------------------------------------------------------------- 2. MFU from step time

@@ -105,7 +105,8 @@ for name, fn in [("right", right), ("right_alt", right_alt), ("never_rs", never_
                  ("sums_one_side", sums_one_side), ("gathers_one_side", gathers_one_side),
                  ("always_gather", always_gather), ("ring_bytes", ring_bytes), ("three_args", three_args),
                  ("rs_rows_only", rs_rows_only), ("equal_reduces", equal_reduces),
-                 ("size_rule_everywhere", size_rule_everywhere)]:
+                 ("size_rule_everywhere", size_rule_everywhere),
+                 ("empty_dict", lambda x, w, y, shape: right(x, w, y, shape) or {})]:
     r = lab03.check_predict_collectives(fn)
     out["predict_" + name] = [r.status, r.message]
 # The compiler's own answers for the two one-sided cases: the same layouts, a wide and a narrow w.
@@ -169,6 +170,7 @@ def test_predict_accepts_correct_answers(verdicts: dict, name: str) -> None:
     ("rs_rows_only", "reduce-scatter (half an all-reduce's traffic"),  # y (None, 'model') over the summed axis
     ("equal_reduces", "and w is wide: y's tile"),  # w (32, 32): no smaller than x's block
     ("size_rule_everywhere", "x's rows are whole on every device"),  # x (None, 'model'), w (32, 8)
+    ("empty_dict", "or set() when nothing moves ({} is an empty dict"),  # it read "expected set(), got {}"
 ])
 def test_predict_wrong_answers_get_their_hint(verdicts: dict, name: str, hint: str) -> None:
     status, message = verdicts["predict_" + name]
