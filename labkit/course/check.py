@@ -250,13 +250,14 @@ def check_function(
 
     def say(message: str, case: tuple | None = None) -> CheckResult:
         __tracebackhide__ = True
-        tail = f" Wrong for {name_case(case[0])}: your answer was {show(case[1])}." if case else ""
+        where = "" if not case else name_case(case[0]) if describe is not None else _named(fn, case[0])  # their names
+        tail = f" Wrong for {where}: your answer was {show(case[1])}." if case else ""
         return finish(CheckResult(name, "wrong", f"hint: {message}{tail}"))
 
     def hinted(h: Hint) -> CheckResult:  # names the first wrong case it fits; the right answer stays theirs to find
         __tracebackhide__ = True
         case = next(r for r in wrong if _judges(h, r[0]) and _safe(h, r[1], r[2], r[0]))
-        return say(h.message, case if describe is not None else None)
+        return say(h.message, case)  # the first wrong case it fits, inputs named: the expected value stays theirs
 
     # Two mistakes of form, not of maths, come first: no formula hint can explain them.
     if all(g is None for _, g, _ in runs) and all(e is not None for _, _, e in runs):
@@ -280,7 +281,7 @@ def check_function(
         if (fits >= 2 and _share(h, runs, wrong) >= MAJORITY) or (case_hints and fits):
             return hinted(h)
     args, got, expected = min(wrong, key=lambda r: _magnitude(r[0]))  # the smallest case is the easiest to redo
-    label = name_case(args) if describe is not None else _named(reference, args)
+    label = name_case(args) if describe is not None else _named(fn, args)  # the learner's parameter names
     return finish(CheckResult(name, "wrong", f"wrong on {len(wrong)} of {len(runs)} cases; the smallest: "
                               f"for inputs {label} expected {show(expected)}, got {show(got)}."))
 

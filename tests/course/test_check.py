@@ -176,7 +176,7 @@ def test_a_hint_that_fits_every_wrong_case_is_shown(report_mode: None) -> None:
     cases = [(i,) for i in range(1, 11)]
     hints = [_coincidence_hint(), check.Hint(lambda g, e, a: g == -e, "NEGATED")]
     r = check.check_function("x", lambda a: -a, lambda a: a, cases, hints=hints)
-    assert r.message == "hint: NEGATED"
+    assert r.message == "hint: NEGATED Wrong for (a=1): your answer was -1."
 
 
 def test_a_hint_judges_only_the_cases_it_applies_to(report_mode: None) -> None:
@@ -184,7 +184,8 @@ def test_a_hint_judges_only_the_cases_it_applies_to(report_mode: None) -> None:
     # "doubled" cannot be told apart on even inputs here (say the answer there coincides with another slip)
     wrong = lambda a: 2 * a if a % 2 else 0  # noqa: E731
     doubled = check.Hint(lambda g, e, a: g == 2 * e, "DOUBLED", applies=lambda a: a[0] % 2 == 1)
-    assert check.check_function("x", wrong, lambda a: a, cases, hints=[doubled]).message == "hint: DOUBLED"
+    assert check.check_function("x", wrong, lambda a: a, cases, hints=[doubled]).message == (
+        "hint: DOUBLED Wrong for (a=1): your answer was 2.")  # the first wrong case it fits, named
     unjudged = check.Hint(lambda g, e, a: g == 2 * e, "DOUBLED", applies=lambda a: False)
     assert "DOUBLED" not in check.check_function("x", wrong, lambda a: a, cases, hints=[unjudged]).message
 
@@ -253,7 +254,7 @@ def test_a_majority_hint_must_not_contradict_the_right_answers(report_mode: None
     assert r.message == "wrong on 4 of 10 cases; the smallest: for inputs (a=4) expected 4, got -4.", r.message
     # wrong on most cases, with one oddity the hint does not explain: still a clear majority of the cases
     r = check.check_function("x", lambda a: 0 if a == 9 else -a, lambda a: a, cases, hints=[hint])
-    assert r.message == "hint: NEGATED", r.message
+    assert r.message == "hint: NEGATED Wrong for (a=1): your answer was -1.", r.message
 
 
 def test_the_fallback_names_the_inputs_and_shows_the_smallest_wrong_case(report_mode: None) -> None:
@@ -262,7 +263,8 @@ def test_the_fallback_names_the_inputs_and_shows_the_smallest_wrong_case(report_
 
     cases = [(300, 200, "big"), (3, 2, "small"), (30, 20, "mid")]
     r = check.check_function("x", lambda r_, c, n: r_ + c, reference, cases)
-    assert r.message == ("wrong on 3 of 3 cases; the smallest: for inputs (rows=3, cols=2, name='small') "
+    # named with the learner's own parameter names (the reference's were labkit's, not the notebook's)
+    assert r.message == ("wrong on 3 of 3 cases; the smallest: for inputs (r_=3, c=2, n='small') "
                          "expected 6, got 5."), r.message
     r = check.check_function("x", lambda *a: 0, lambda *a: 1, [(1, 2)])  # no names to give: plain values
     assert r.message.endswith("for inputs (1, 2) expected 1, got 0."), r.message
