@@ -72,6 +72,9 @@ def check_torch_to_flax(fn: Callable[[str, np.ndarray], Any]) -> CheckResult:
         return g.shape == ref.shape and np.array_equal(g, ref)
 
     hints = [
+        Hint(lambda g, e, a: g is None, "your function returned None for this weight (a `return` only inside an "
+             "`if`?): every weight needs one — the ones that keep their layout (embeddings, LayerNorm) are "
+             "returned unchanged."),
         Hint(lambda g, e, a: a[0] in linear and same(g, a[1]),
              "forgot the transpose: torch's nn.Linear weight is (out, in) and computes x @ W.T; Flax's "
              "nnx.Linear kernel is (in, out) and computes x @ kernel, so kernel = weight.T."),

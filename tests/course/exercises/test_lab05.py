@@ -155,3 +155,10 @@ def test_torch_to_flax_accepts_other_array_types(report_mode: None) -> None:
     assert lab05.check_torch_to_flax(lambda n, w: torch.from_numpy(flax_ref(n, w).copy())).passed
     r = lab05.check_torch_to_flax(lambda n, w: flax_ref(n, w).astype(np.float16))
     assert "values changed slightly" in r.message, r.message
+
+
+def test_torch_to_flax_none_for_some_weights_says_which(report_mode: None) -> None:
+    # A probe's answer transposed the Linear weights and fell off the end for the rest: it got a dump of floats.
+    r = lab05.check_torch_to_flax(lambda n, w: w.T if n.endswith(LINEAR) else None)
+    assert r.status == "wrong" and "returned None for this weight" in r.message, r.message
+    assert "Wrong for weight '" in r.message and len(r.message) < 500, r.message
