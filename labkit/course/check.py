@@ -221,6 +221,7 @@ def check_function(
     """
     __tracebackhide__ = True  # IPython hides this frame: a failed check shows the learner's cell and the message
     name_case = describe or show_args
+    name_wrong = describe or (lambda a: _named(fn, a))  # a wrong case, in the learner's own parameter names
     runs: list[tuple[tuple, Any, Any]] = []  # (args, got, expected)
     unfinished: list[tuple[tuple, Exception]] = []  # cases a NotImplementedError left unanswered
     for args in cases:
@@ -250,8 +251,7 @@ def check_function(
 
     def say(message: str, case: tuple | None = None) -> CheckResult:
         __tracebackhide__ = True
-        where = "" if not case else name_case(case[0]) if describe is not None else _named(fn, case[0])  # their names
-        tail = f" Wrong for {where}: your answer was {show(case[1])}." if case else ""
+        tail = f" Wrong for {name_wrong(case[0])}: your answer was {show(case[1])}." if case else ""
         return finish(CheckResult(name, "wrong", f"hint: {message}{tail}"))
 
     def hinted(h: Hint) -> CheckResult:  # names the first wrong case it fits; the right answer stays theirs to find
@@ -281,9 +281,8 @@ def check_function(
         if (fits >= 2 and _share(h, runs, wrong) >= MAJORITY) or (case_hints and fits):
             return hinted(h)
     args, got, expected = min(wrong, key=lambda r: _magnitude(r[0]))  # the smallest case is the easiest to redo
-    label = name_case(args) if describe is not None else _named(fn, args)  # the learner's parameter names
     return finish(CheckResult(name, "wrong", f"wrong on {len(wrong)} of {len(runs)} cases; the smallest: "
-                              f"for inputs {label} expected {show(expected)}, got {show(got)}."))
+                              f"for inputs {name_wrong(args)} expected {show(expected)}, got {show(got)}."))
 
 
 def _magnitude(args: tuple) -> float:

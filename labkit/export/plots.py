@@ -157,7 +157,7 @@ def plot_latency_vs_throughput(stats: Sequence[LoadStats], q: int = 99) -> Figur
             ax.plot([s.output_throughput for s in rows], [s.ms(metric, q) for s in rows], "o-",
                     label=f"{policy} batching")
             for s in rows:  # each point is one offered rate: labelled by what arrived, as the goodput plot's axis
-                ax.annotate(f"{s.arrival_rate if math.isfinite(s.arrival_rate) else s.rate:.3g}/s", (s.output_throughput, s.ms(metric, q)), fontsize=7,
+                ax.annotate(f"{_arrived(s):.3g}/s", (s.output_throughput, s.ms(metric, q)), fontsize=7,
                             textcoords="offset points", xytext=(3, 3))
         if limit is not None:
             ax.axhline(limit * 1e3, color="k", ls="--", lw=1, label=f"SLO {limit * 1e3:.3g} ms")
@@ -171,21 +171,26 @@ def plot_latency_vs_throughput(stats: Sequence[LoadStats], q: int = 99) -> Figur
     return fig
 
 
+def _arrived(s: LoadStats) -> float:
+    """The requests/s that arrived in a load run (its offered rate where the run did not record it)."""
+    return s.arrival_rate if math.isfinite(s.arrival_rate) else s.rate
+
+
 def plot_goodput(stats: Sequence[LoadStats]) -> Figure:
     """Goodput (requests/s meeting the SLO) against the arrived requests/s, per batching policy (Lab 05)."""
     if not stats:
         raise ValueError("no LoadStats to plot: run load.sweep_rates first")
     lines = _by_policy(stats)
     fig, ax = plt.subplots(figsize=(6, 4))
-    x = lambda s: s.arrival_rate if math.isfinite(s.arrival_rate) else s.rate  # noqa: E731  what arrived
     for policy, rows in lines.items():
-        ax.plot([x(s) for s in rows], [s.goodput for s in rows], "o-", label=f"{policy} batching")
+        ax.plot([_arrived(s) for s in rows], [s.goodput for s in rows], "o-", label=f"{policy} batching")
     # the ceiling: every completed request within the SLO, i.e. the run's own request throughput
     per_rate: dict[float, LoadStats] = {}
     for s in stats:  # per rate, the policy that completed most (both policies served the same draw)
         per_rate[s.rate] = max(per_rate.get(s.rate, s), s, key=lambda v: v.request_throughput)
-    ceiling = sorted((x(s), s.request_throughput) for s in per_rate.values())
-    ax.plot([c[0] for c in ceiling], [c[1] for c in ceiling], "k:", lw=1, label="served req/s (the ceiling: all within the SLO)")
+    ceiling = sorted((_arrived(s), s.request_throughput) for s in per_rate.values())
+    ax.plot([c[0] for c in ceiling], [c[1] for c in ceiling], "k:", lw=1,
+            label="served req/s (the ceiling: all within the SLO)")
     top = max(max(s.goodput for s in stats), max(c[1] for c in ceiling))
     ax.set_ylim(0, 1.15 * top if top > 0 else 1.0)
     ax.set_xlabel("arrival rate (requests / s, as drawn)")

@@ -332,8 +332,11 @@ def bandwidth_probes(n_elements: int, dtype: str = "fp32", torch_device: Any = N
     return pts
 
 
+PROBE_KINDS = ("read", "stream", "copy", "stream in place", "add in place")  # what probe_kind returns
+
+
 def probe_kind(point: OpPoint) -> str:
-    """(Lab 00) A bandwidth probe's kind without its size: "read", "stream", "stream in place", "add in place" or "copy"."""
+    """(Lab 00) A bandwidth probe's kind without its size: one of PROBE_KINDS."""
     kind = point.name.split()[0]
     if kind not in ("read", "stream", "add", "copy"):
         raise ValueError(f"{point.name!r} is not a bandwidth probe (read / stream / add / copy): see bandwidth_probes")

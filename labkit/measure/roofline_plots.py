@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from labkit.measure.roofline import OVERHEAD_FACTOR, OpPoint, attainable, bound_by, ridge_point
+from labkit.measure.roofline import OVERHEAD_FACTOR, PROBE_KINDS, OpPoint, attainable, bound_by, ridge_point
 
 
 REACHED = 0.3  # an op under 30% of the roof over it is limited by something the roofline does not draw
@@ -101,9 +101,6 @@ def _own_ranges(of_own: Mapping[str, Sequence[float]]) -> str:
     return ("; the spread mixes sizes and libraries: of its own best, "
             + ", ".join(f"{fw}'s reached {span(v)}" if i == 0 else f"{fw}'s {span(v)}"
                         for i, (fw, v) in enumerate(of_own.items())))
-
-
-PROBE_KINDS = ("read", "stream", "copy", "stream in place", "add in place")  # labkit.measure.roofline.probe_kind's
 
 
 def describe_read_gap(winner_kind: str, best_read_bps: float, noisy: bool) -> str:
