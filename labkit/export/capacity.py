@@ -15,7 +15,8 @@ moved the cost per request, in seconds, so the parts sum to the whole miss.
 
 The estimate uses medians (an idle run's p50s); throughput pays the mean, so a few stalls of
 several ms move a loaded run's mean step while its median stays put. ``loaded_terms`` returns means;
-compare ``np.median(timed.step_s)`` with the idle TPOT to see whether the typical step changed.
+compare ``np.median(timed.step_s)`` with the idle TPOT to see whether the typical step changed:
+``machine_or_load`` does, and says whether a slower machine or the load explains the miss.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import numpy as np
 from labkit.export.load import Request, Trace
 
 TERMS = ("prefill", "decode step", "rows per step", "decode tokens", "idle")
+BUSIER = 1.3  # typical (median) loaded step over the idle one above which the cores ran slower all run
+STEADY = 0.15  # |mean / median - 1| of the loaded steps below which the whole run was slower, not a few stalls
 
 
 @dataclass(frozen=True)
@@ -141,3 +144,27 @@ def describe(parts: dict[str, float]) -> str:
     ranked = sorted(parts.items(), key=lambda kv: -abs(kv[1]))
     ranked = [(k, v) for k, v in ranked if abs(v) >= 0.5e-6]  # s: less would print as 0.000 ms
     return ", ".join(f"{k} {v * 1e3:+.3f} ms ({words[k][v < 0]})" for k, v in ranked) or "no term moved"
+
+
+@dataclass(frozen=True)
+class Cause:
+    """Whether a slower machine or the load explains a loaded run's steps (Lab 05)."""
+
+    slow: float  # the typical (median) loaded step over the idle server's step
+    spread: float  # the loaded steps' mean over their median: above 1, stalls that throughput pays
+
+    @property
+    def machine(self) -> bool:
+        """True where the typical step ran over BUSIER x idle all run (mean near median): a busier machine (Lab 05)."""
+        return self.slow > BUSIER and abs(self.spread - 1) < STEADY
+
+
+def machine_or_load(step_s: Sequence[float], idle_step_s: float) -> Cause:
+    """(Lab 05) Compare a loaded run's decode steps (s) with the idle step (s): .machine, .slow, .spread."""
+    steps = np.asarray(step_s, dtype=float)
+    if steps.size == 0 or not np.all(steps > 0) or not idle_step_s > 0:
+        raise ValueError(f"need loaded steps > 0 s and an idle step > 0 s; got {steps.size} steps "
+                         f"(smallest {steps.min() if steps.size else None!r}), idle_step_s={idle_step_s!r}: "
+                         "pass TimedEngine.step_s of one run and the idle server's p50 TPOT")
+    median = float(np.median(steps))
+    return Cause(median / idle_step_s, float(steps.mean()) / median)

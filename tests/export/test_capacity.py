@@ -140,3 +140,24 @@ def test_timed_engine_charges_a_batch_prefill_in_equal_shares_and_keeps_row_by_r
     assert plain.admit_batch is None  # the scheduler falls back to one admit per row, each timed
     load.serve_open_loop(ABC, plain, "static", clock=clock)
     assert plain.admit_s == [1.0, 1.0, 1.0]
+
+
+def test_machine_or_load_by_hand() -> None:
+    # Every step 2 ms against a 1 ms idle step: slower all run, no stalls -> the machine.
+    busy = cap.machine_or_load([2e-3] * 9, 1e-3)
+    assert (busy.slow, busy.spread, busy.machine) == (2.0, 1.0, True)
+    # Typical step as idle, a few 20 ms stalls: the mean moves, the median does not -> the load's stalls.
+    stalls = cap.machine_or_load([1e-3] * 8 + [20e-3, 20e-3], 1e-3)
+    assert stalls.slow == 1.0 and stalls.spread == pytest.approx(4.8 / 1.0) and not stalls.machine
+    # Slower typical step but a wide spread: stalls, not a steady slowdown.
+    mixed = cap.machine_or_load([2e-3] * 8 + [30e-3, 30e-3], 1e-3)
+    assert mixed.slow == 2.0 and mixed.spread == pytest.approx(7.6 / 2) and not mixed.machine
+    # At the thresholds: strictly above BUSIER, strictly within STEADY.
+    assert not cap.machine_or_load([cap.BUSIER * 1e-3] * 3, 1e-3).machine
+    assert cap.machine_or_load([1.31e-3] * 3, 1e-3).machine
+
+
+@pytest.mark.parametrize("steps, idle", [([], 1e-3), ([1e-3, 0.0], 1e-3), ([1e-3], 0.0), ([1e-3], float("nan"))])
+def test_machine_or_load_refuses_empty_or_non_positive_times(steps: list[float], idle: float) -> None:
+    with pytest.raises(ValueError, match="TimedEngine.step_s"):
+        cap.machine_or_load(steps, idle)
