@@ -25,7 +25,8 @@ PRICE_WARNING = ("Prices were read on the pages named in `source` on `read_date`
 PRICING_KINDS = ("on_demand", "spot", "reserved", "committed_1y", "committed_3y")
 READ = "2026-11-24"   # the date most of this table's pages were read
 RECHECK = "2026-11-26"  # pages read again (units checked) or added on this date
-READ_DATES = (READ, RECHECK)
+TPU_RECHECK = "2026-11-29"  # the TPU pages read against each other: a dated per-chip page added
+READ_DATES = (READ, RECHECK, TPU_RECHECK)
 STALE_DAYS = 365      # a price older than this at run time gets a warning
 _DATE = re.compile(r"^(19|20)\d\d-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?$")  # YYYY-MM[-DD]
 
@@ -225,6 +226,11 @@ _CW = "https://gridstackhub.ai/learn/reserved-vs-spot-vs-on-demand-gpu"
 _DB = "https://deploybase.ai/articles/google-cloud-tpu-pricing"
 _EC = "https://blog.easecloud.io/ai-cloud/llm-throughput-with-google-tpu-v5p"
 _PG = "https://pricegpu.pages.dev/blog/h100-vs-a100-cloud-price"
+_AW = "https://artificial-intelligence-wiki.com/ai-development/ai-hardware-infrastructure/tpu-v5-guide"
+# deploybase's per-core figures against the dated per-chip page: why its rows enter no verdict.
+_DB_LOW = ("undated per-core figures that make v5e $0.32 and v5p $0.96 per chip-hour, about 4x below the "
+           "per-chip figures ($1.2, $4.2) of a page dated 2026-01-27 (artificial-intelligence-wiki.com); "
+           "read again on " + TPU_RECHECK)
 # TensorCores per chip (Cloud TPU docs): a per-core price times these is a per-chip price.
 CORES_PER_CHIP = {V5E: 1, V5P: 2}
 _NODE = "8-GPU node price / 8"
@@ -253,17 +259,26 @@ PRICES: tuple[Price, ...] = (  # $/chip-hour, every row read on READ; see PRICE_
     Price(H100, "CoreWeave", "committed_1y", 1.79, _CW, "undated", term="1-year reservation",
           note="heading says 2026"),
     # deploybase quotes per TensorCore: "$0.32/core/hour" (v5e), "$0.48/core/hour" (v5p); read again
-    # on RECHECK for the unit. Per chip = per core x CORES_PER_CHIP; its slice prices agree.
+    # on RECHECK for the unit. Per chip = per core x CORES_PER_CHIP; its slice prices agree. Kept and
+    # shown, but superseded (_DB_LOW): a dated page puts both chips about 4x higher per chip-hour.
     Price(V5E, "GCP", "on_demand", 0.32 * CORES_PER_CHIP[V5E], _DB, "undated", RECHECK,
-          note="$0.32/core-h x 1 core per v5e chip (v5e-8 = 8 chips at $2.56/h); a third-party "
-          "summary far below the other v5e page: Google's own price is not in this table"),
+          note="$0.32/core-h x 1 core per v5e chip (v5e-8 = 8 chips at $2.56/h); third-party summary",
+          superseded=_DB_LOW),
     Price(V5E, "GCP", "committed_1y", 1.79 / 8, _DB, "undated", RECHECK, term="1-year commitment",
-          note="v5e-8 $1.79/h / 8 chips; third-party summary"),
+          note="v5e-8 $1.79/h / 8 chips; third-party summary",
+          superseded="a discount on the same page's v5e-8 on-demand price, which is " + _DB_LOW),
     Price(V5E, "GCP", "committed_3y", 1.41 / 8, _DB, "undated", RECHECK, term="3-year commitment",
-          note="v5e-8 $1.41/h / 8 chips; third-party summary"),
+          note="v5e-8 $1.41/h / 8 chips; third-party summary",
+          superseded="a discount on the same page's v5e-8 on-demand price, which is " + _DB_LOW),
     Price(V5P, "GCP", "on_demand", 0.48 * CORES_PER_CHIP[V5P], _DB, "undated", RECHECK,
           note="$0.48/core-h x 2 cores per v5p chip (v5p-8 = 8 cores = 4 chips at $3.84/h); "
-          "third-party summary"),
+          "third-party summary", superseded=_DB_LOW),
+    Price(V5E, "GCP", "on_demand", 1.20, _AW, "2026-01-27", TPU_RECHECK,
+          note="'$1.2/chip/hour', per chip as the page states; third-party summary (Google's own page is not "
+          "in this table)"),
+    Price(V5P, "GCP", "on_demand", 4.20, _AW, "2026-01-27", TPU_RECHECK,
+          note="'$4.2/chip/hour', per chip as the page states; third-party summary (Google's own page is not "
+          "in this table)"),
     Price(V5E, "GCP", "on_demand", 1.60, _EC, "undated", note="unit not stated, read as per chip-hour;"
           " title says 2026"),
     Price(V5P, "GCP", "on_demand", 4.00, _EC, "undated", note="the page's spot example: "
@@ -367,7 +382,7 @@ def with_override(*overrides: Price, table: Sequence[Price] | None = None) -> tu
 
 
 __all__ = ["PRICE_WARNING", "PRICING_KINDS", "PRICES", "READ", "RECHECK", "READ_DATES",
-           "STALE_DAYS", "CORES_PER_CHIP", "current", "left_out", "primary", "price_range", "Price", "positive",
+           "TPU_RECHECK", "STALE_DAYS", "CORES_PER_CHIP", "current", "left_out", "primary", "price_range", "Price", "positive",
            "check_fraction", "check_pricing", "hourly_usd", "prices", "price", "with_override", "replaced",
            "age_days", "warnings", "my_price", "H100", "V5E", "V5P", "UnknownChipError", "unknown_chip", "check_price",
            "check_table", "check_price_chip"]

@@ -245,7 +245,7 @@ def by_source(judge: Callable[[Sequence[Price]], Entry], rows: Sequence[Price]) 
         return whole
     sites = list(dict.fromkeys(p.site for p in sorted(rows, key=lambda p: p.usd_per_chip_hour)))
     per = []
-    for site in sites:          # cheapest page first; "deploybase.ai's $0.32/$0.96" names its prices
+    for site in sites:          # cheapest page first; "blog.easecloud.io's $1.60/$4.00" names its prices
         mine = [p for p in rows if p.site == site]
         per.append((f"{site}'s " + "/".join(f"${p.usd_per_chip_hour:.2f}" for p in mine), judge(mine).verdict))
     said = "; ".join(f"with {label} it {v}" for label, v in per)

@@ -52,13 +52,29 @@ def test_tpu_per_core_prices_are_converted_to_per_chip() -> None:
     assert all("core" in p.note for p in db.values())
 
 
+def test_per_core_rows_about_4x_below_a_dated_per_chip_page_enter_no_verdict() -> None:
+    # Even converted per chip, deploybase's undated figures sit about 4x below the per-chip figures of a page
+    # dated 2026-01-27: every deploybase row (its commitments are discounts on the same v5e-8 price) is superseded.
+    dated = {p.chip: p for p in cost.PRICES if p.site == "artificial-intelligence-wiki.com"}
+    db = [p for p in cost.PRICES if p.site == "deploybase.ai"]
+    assert {c: p.usd_per_chip_hour for c, p in dated.items()} == {"TPU v5e": 1.20, "TPU v5p": 4.20}
+    assert all(p.page_date == "2026-01-27" and p.read_date == cost.TPU_RECHECK for p in dated.values())
+    for p in db:
+        assert not cost.current(p) and cost.left_out(p).startswith("superseded:") and "about 4x below" in p.superseded
+        if p.pricing == "on_demand":
+            assert 3.5 < dated[p.chip].usd_per_chip_hour / p.usd_per_chip_hour < 4.5, p
+    assert len(db) == 4 and all(cost.current(p) for p in dated.values())
+
+
 def test_price_range_current_and_primary() -> None:
     lo, hi = cost.price_range("TPU v5e")
-    assert lo.usd_per_chip_hour < hi.usd_per_chip_hour and {lo.site, hi.site} == {"deploybase.ai", "blog.easecloud.io"}
+    assert (lo.usd_per_chip_hour, hi.usd_per_chip_hour) == (1.20, 1.60)
+    assert {lo.site, hi.site} == {"artificial-intelligence-wiki.com", "blog.easecloud.io"}
     assert cost.price_range("TPU v6e") is None
     out = {p.usd_per_chip_hour: cost.left_out(p) for p in cost.PRICES if not cost.current(p)}
     assert out[4.916].startswith("stale: the page was dated 2024-12")   # the AWS Capacity Blocks mirror
-    assert out[98.32 / 8].startswith("superseded:") and len(out) == 2
+    assert out[98.32 / 8].startswith("superseded:") and out[0.32].startswith("superseded:")
+    assert len(out) == 6  # the AWS mirror, AWS's pre-cut p5 price, deploybase's four TPU rows
     assert not any(cost.primary(p) for p in cost.PRICES if p.publisher == "third-party")
     assert cost.primary(cost.my_price("TPU v5e", 1.0))
 
@@ -90,13 +106,13 @@ def test_current_only_is_the_current_filter_after_the_sort() -> None:
 
 
 def test_an_override_replaces_rows_and_says_which() -> None:
-    # my_price("TPU v5e", 1.20, cloud="GCP") replaces BOTH published GCP v5e on-demand rows (two pages).
+    # my_price("TPU v5e", 1.20, cloud="GCP") replaces EVERY published GCP v5e on-demand row (three pages).
     mine = cost.my_price("TPU v5e", 1.20, cloud="GCP")
     gone = cost.replaced(mine)
-    assert sorted(p.site for p in gone) == ["blog.easecloud.io", "deploybase.ai"]
+    assert sorted(p.site for p in gone) == ["artificial-intelligence-wiki.com", "blog.easecloud.io", "deploybase.ai"]
     assert all(p.pricing == "on_demand" and p.chip == "TPU v5e" for p in gone)
     table = cost.with_override(mine)
-    assert not any(p in table for p in gone) and mine in table and len(table) == len(cost.PRICES) - 2 + 1
+    assert not any(p in table for p in gone) and mine in table and len(table) == len(cost.PRICES) - 3 + 1
     assert cost.replaced(cost.my_price("TPU v6e", 2.0)) == []
 
 
@@ -141,7 +157,7 @@ def test_my_price_refuses_a_name_that_would_replace_nothing() -> None:
         cost.my_price(" ", 1.2)
     # a reported name is canonicalised, so the override replaces the rows it should
     mine = cost.my_price("TPU v5 lite", 1.2, cloud="GCP")
-    assert mine.chip == "TPU v5e" and len(cost.replaced(mine)) == 2
+    assert mine.chip == "TPU v5e" and len(cost.replaced(mine)) == 3
     # Close to a listed name but not one: said aloud, and kept (a real unlisted chip, e.g. NVIDIA B200, is close too)
     with pytest.warns(UserWarning, match=r"chip 'TPU v9' is not in .*did you mean 'TPU v4'.*replaces no published row"):
         assert cost.my_price("TPU v9", 1.2).chip == "TPU v9"

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from labkit.cost import seeds
-from labkit.cost.prices import H100, PRICES, V5P, Price
+from labkit.cost.prices import H100, PRICES, V5P, Price, current
 from labkit.cost.register import ROOT, Input, by_source, merge
 
 MFU = Input("H100 MFU", 0.373, "measured", "Lab 02 report")
@@ -117,7 +117,7 @@ def test_low_mfu_is_tested_over_every_v5p_price() -> None:
     reg = seeds.build(h100_mfu=MFU, tpu_mfu=None, gpu_tps=G, tpu_tps=T)
     low = next(x for x in reg.entries if x.id == "tpu_cheaper_at_19pct_mfu")
     v5p_od = [i for i in low.inputs if i.name.startswith("TPU v5p") and "on_demand" in i.name]
-    assert len(v5p_od) == len([p for p in PRICES if p.chip == V5P and p.pricing == "on_demand"]) >= 2
+    assert len(v5p_od) == len([p for p in PRICES if p.chip == V5P and p.pricing == "on_demand" and current(p)]) >= 2
 
 
 def test_mfu_input_never_turns_missing_into_zero() -> None:
@@ -241,7 +241,7 @@ def test_v5p_memory_claim_states_its_unit() -> None:
 
 
 def test_every_tpu_price_verdict_shows_its_dependence_on_the_price_source() -> None:
-    # The table's TPU prices come from two third-party pages that disagree several-fold: each verdict that
+    # The table's current TPU prices come from two third-party pages that disagree (v5e $1.20 vs $1.60): each verdict that
     # uses them is judged on each page alone too, and the overall verdict is what the pages' verdicts give.
     reg = seeds.build(h100_mfu=MFU, tpu_mfu=None, gpu_tps=G, tpu_tps=T)
     tpu_ids = {"v5p8_slice_8_11_per_h", "tpu_cheaper_at_19pct_mfu", "tpu_serving_2_4x_cheaper",
@@ -249,15 +249,17 @@ def test_every_tpu_price_verdict_shows_its_dependence_on_the_price_source() -> N
     by_id = {e.id: e for e in reg.entries}
     for i in tpu_ids:
         e = by_id[i]
-        assert {s.split("'s ")[0] for s, _ in e.per_source} == {"deploybase.ai", "blog.easecloud.io"}, i
+        assert {s.split("'s ")[0] for s, _ in e.per_source} == {"artificial-intelligence-wiki.com", "blog.easecloud.io"}, i
         verdicts = [v for _, v in e.per_source]
         assert e.verdict == merge(*verdicts), i
         assert e.why.startswith("depends on which published TPU price") == (len(set(verdicts)) > 1), i
     assert not any(e.per_source for e in reg.entries if e.id not in tpu_ids)
-    # v5p-8: $3.84 (deploybase) below $8-11 and $16 (easecloud) above: fails on each page, and over both.
+    # v5p-8 = 4 chips: $16.00 (easecloud) and $16.80 (the dated wiki page) both above $8-11: fails on each page.
     sl = by_id["v5p8_slice_8_11_per_h"]
-    assert sl.verdict == "fails" and "straddle" in sl.why and sl.per_source == (
-        ("deploybase.ai's $0.96", "fails"), ("blog.easecloud.io's $4.00", "fails"))
+    assert sl.verdict == "fails" and "2 above ($16.80" in sl.why and sl.per_source == (
+        ("blog.easecloud.io's $4.00", "fails"), ("artificial-intelligence-wiki.com's $4.20", "fails"))
+    # deploybase's per-core rows ($0.32 / $0.96 per chip-h) are superseded: shown in the table, in no verdict.
+    assert not any("deploybase" in s for e in reg.entries for s, _ in e.per_source)
 
 
 def test_a_claim_that_holds_on_one_page_and_fails_on_another_depends_on_the_page() -> None:
