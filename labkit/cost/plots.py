@@ -23,10 +23,12 @@ def _short(chip: str) -> str:
 
 
 def plot_serving_cost_kv(curves: KvCurves, model: str, context: int,
-                         prices: Mapping[str, tuple[float, float]] | None = None) -> Figure:
+                         prices: Mapping[str, tuple[float, float]] | None = None,
+                         chips: Mapping[str, int] | None = None) -> Figure:
     """(Lab 06) Modelled serving $ per million tokens against decode batch, each chip up to its KV cap."""
     # curves: $/Mtok at each chip's cheapest listed price; prices: chip -> (cheapest, dearest) $/chip-h,
-    # drawn as a band from the cheapest to the dearest listed price (no band without prices).
+    # drawn as a band from the cheapest to the dearest listed price (no band without prices); chips: chip ->
+    # the chips each curve runs on (named in the legend: a cap and a $/token are for that many chips).
     if not curves:
         raise ValueError("plot_serving_cost_kv needs at least one chip's curve")
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
@@ -35,9 +37,11 @@ def plot_serving_cost_kv(curves: KvCurves, model: str, context: int,
         if len(bs) != len(usd) or not len(bs):
             raise ValueError(f"{chip}: {len(bs)} batches but {len(usd)} costs; give one cost per batch")
         lo, hi = (prices or {}).get(chip, (1.0, 1.0))
-        label = f"{_short(chip)} (KV cache full at batch {cap})"
+        n = (chips or {}).get(chip)
+        name = _short(chip) + (f" x{n}" if n else "")
+        label = f"{name} (KV cache full at batch {cap})"
         if prices and chip in prices:
-            label = rf"{_short(chip)} at \${lo:.2f}-{hi:.2f}/chip-h (KV cache full at batch {cap})"
+            label = rf"{name} at \${lo:.2f}-{hi:.2f}/chip-h (KV cache full at batch {cap})"
             ax.fill_between(bs, usd, [u * hi / lo for u in usd], color=f"C{i}", alpha=0.15)
         ax.plot(bs, usd, "o-", color=f"C{i}", label=label)
         ax.plot([bs[-1]], [usd[-1]], "X", color=f"C{i}", ms=11)   # the cap: a larger batch does not fit

@@ -151,13 +151,41 @@ def max_batch(m: ServedModel, context: int, memory_gb: float, n_chips: int = 1,
     return max(0, math.floor(free / per_seq))
 
 
+# Chips in a slice Google rents, smallest first: a TPU is rented by the slice, not by the chip. v5e: the
+# 2D shapes 1x1 to 16x16 (Cloud TPU v5e docs, "Configurations"); v5p: the common shapes of the v5p docs'
+# table, 2x2x1 (v5p-8 = 4 chips) to 16x16x24 ("most but not all": a slice between two is rounded up).
+# A chip not listed here (a GPU) is rented one at a time.
+SLICE_CHIPS: dict[str, tuple[int, ...]] = {
+    "TPU v5e": (1, 4, 8, 16, 32, 64, 128, 256),
+    "TPU v5p": (4, 8, 32, 64, 128, 256, 512, 1024, 2048, 4096, 6144),
+}
+
+
+def slices(chip: str) -> tuple[int, ...] | None:
+    """(Lab 06) The chip counts a slice of `chip` can be rented in (SLICE_CHIPS), None where any count can."""
+    spec = hardware.lookup(chip)  # reported names too: "TPU v5 lite" -> "TPU v5e"
+    return SLICE_CHIPS.get(spec.name if spec else chip)
+
+
 def chips_to_fit(m: ServedModel, context: int, batch: int, memory_gb: float,
-                 reserve: float = 0.1) -> int:
-    """(Lab 06) Fewest chips whose memory holds the weights and `batch` sequences of KV cache."""
+                 reserve: float = 0.1, slice_sizes: tuple[int, ...] | None = None) -> int:
+    """(Lab 06) Fewest chips whose memory holds the weights and `batch` sequences of KV cache.
+
+    ``slice_sizes``: the chip counts one can rent (``slices(chip)``); the answer is then the smallest of them
+    that holds it, so a v5p is never one chip (its smallest slice is 4)."""
     m, context, batch = _check_model(m), check_count(context, "context", 1, 1024), check_count(batch, "batch", 1, 8)
     gb, reserve = _check_memory_gb(memory_gb), _check_reserve(reserve)
     need = weight_bytes(m) + batch * context * kv_bytes_per_token(m)   # bytes
-    return max(1, math.ceil(need / (gb * 1e9 * (1 - reserve))))
+    n = max(1, math.ceil(need / (gb * 1e9 * (1 - reserve))))
+    if slice_sizes is None:
+        return n
+    if not slice_sizes or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in slice_sizes):
+        raise ValueError(f"slice_sizes must be chip counts >= 1, e.g. slices('TPU v5e'), got {slice_sizes!r}")
+    fits = [k for k in sorted(slice_sizes) if k >= n]
+    if not fits:
+        raise ValueError(f"{n} chips are needed for batch {batch} x {context} tokens, more than the largest slice "
+                         f"({max(slice_sizes)} chips): lower the batch or the context")
+    return fits[0]
 
 
 @dataclass(frozen=True)
@@ -234,4 +262,4 @@ def decode_step(m: ServedModel, batch: int, context: int, n_chips: int, peak_flo
 
 __all__ = ["memory_gb", "ServedModel", "LLAMA3_8B", "kv_bytes_per_token", "weight_bytes",
            "step_weight_bytes", "max_batch",
-           "chips_to_fit", "DecodeStep", "decode_step"]
+           "chips_to_fit", "SLICE_CHIPS", "slices", "DecodeStep", "decode_step"]

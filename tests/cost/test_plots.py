@@ -40,6 +40,10 @@ def test_serving_cost_kv_names_the_cheapest_chip_at_its_cap() -> None:
     caps = [ln for ln in ax.get_lines() if ln.get_marker() == "X"]
     assert [list(ln.get_xdata()) for ln in caps] == [[256], [94]]
     assert "$ per million tokens" in _shown(ax.get_ylabel())
+    # with the chips each curve runs on, the legend names them: a cap is for that many chips
+    ax2 = plots.plot_serving_cost_kv(curves, "Llama-3-8B", 1024, chips={"TPU v5e": 4}).axes[0]
+    assert [t.get_text() for t in ax2.get_legend().get_texts()] == [
+        "H100 SXM (KV cache full at batch 256)", "TPU v5e x4 (KV cache full at batch 94)"]
 
 
 def test_serving_cost_kv_refuses_mismatched_curves() -> None:

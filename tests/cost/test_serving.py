@@ -150,3 +150,17 @@ def test_a_name_where_an_object_is_needed() -> None:
                  lambda: S.decode_step("Llama-3-8B", 8, 1024, 1, 989e12, 3350)):
         with pytest.raises(TypeError, match=r"pass a ServedModel \(e\.g\. serving\.LLAMA3_8B.*got 'Llama-3-8B'"):
             call()
+
+
+def test_a_tpu_is_rented_by_the_slice() -> None:
+    # Llama-3-8B + 256 x 1024 tokens of cache: 16.06e9 + 34.4e9 bytes; a v5e chip holds 14.4e9 usable -> 4 chips,
+    # a v5p (95 GB -> 85.5e9 usable) holds it on one chip, but its smallest slice is v5p-8 = 4 chips.
+    assert S.chips_to_fit(M, 1024, 256, 16, slice_sizes=S.slices("TPU v5e")) == 4
+    assert S.chips_to_fit(M, 1024, 256, 95) == 1
+    assert S.chips_to_fit(M, 1024, 256, 95, slice_sizes=S.slices("TPU v5p")) == 4
+    assert S.chips_to_fit(M, 1024, 64, 16) == 2 and S.chips_to_fit(M, 1024, 64, 16, slice_sizes=(1, 4, 8)) == 4
+    assert S.slices("TPU v5 lite") == S.SLICE_CHIPS["TPU v5e"] and S.slices("NVIDIA H100 SXM") is None
+    with pytest.raises(ValueError, match="more than the largest slice \\(8 chips\\)"):
+        S.chips_to_fit(M, 1024, 4000, 16, slice_sizes=(1, 4, 8))
+    with pytest.raises(ValueError, match="slice_sizes must be chip counts >= 1"):
+        S.chips_to_fit(M, 1024, 8, 16, slice_sizes=(0, 4))

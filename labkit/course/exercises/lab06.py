@@ -60,6 +60,7 @@ def check_cost_per_mtok(fn: Callable[[float, float, float], float]) -> CheckResu
         Hint(ratio_is(3600 * 1e-6), "forgot both 3600 (s/h) and 1e6 (tokens per Mtok)."),
         Hint(ratio_is(1 / 3600), "divided by 3600 where you should multiply: tokens per hour = "
              "tokens/s x 3600."),
+        Hint(ratio_is(60), "x 60 is seconds per minute: an hour has 3600 s, so tokens per hour = tokens/s x 3600."),
         Hint(_is(lambda p, t, u: ref(p, t, u) * u * u), "utilization multiplied instead of "
              "divided: idle reserved time still costs money, so useful tokens per hour are "
              "tokens/s x 3600 x utilization and the cost per token goes *up* as utilization drops."),

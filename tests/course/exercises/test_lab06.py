@@ -33,6 +33,7 @@ COST_WRONG: list[tuple[Callable[..., float], str]] = [
     (lambda p, t, u: p * u / (t * 3600) * 1e6, "utilization multiplied instead of divided"),
     (lambda p, t, u: p / (t * 3600) * 1e6, "utilization left out"),
     (lambda p, t, u: t * 3600 * u / (p * 1e6), "upside down"),
+    (lambda p, t, u: p / (t * 60 * u) * 1e6, "x 60 is seconds per minute"),
 ]
 
 # ---------------------------------------------------------------- 2. break-even utilization
