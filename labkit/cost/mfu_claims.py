@@ -138,6 +138,11 @@ def train_ratio(tpu_prices: Price | Sequence[Price], gpu_prices: Sequence[Price]
                       for t in tpus)
     setting = (f"a stand-in at published MFUs, not the article's runs: H100 at {gpu_mfu.value:.0%} "
                f"({gpu_mfu.name.split(', ', 1)[-1]}), {tpu} at {tpu_mfu.value:.0%} ({tpu_mfu.name.split(', ', 1)[-1]})")
+    # The ratio goes as 1 / H100 MFU: at another published H100 MFU every ratio scales by gpu_mfu / that MFU.
+    others = [o for o in H100_MFU_ANCHORS if o.value != gpu_mfu.value]
+    if others:
+        setting += "; at the H100's other published MFUs every ratio scales by " + ", ".join(
+            f"{gpu_mfu.value / o.value:.2f}x ({o.value:.0%}, {o.name.split(', ', 1)[-1]})" for o in others)
     return decide("tpu_4_10x_cheaper_training", "replace", claim, f"H100 $/token / {tpu} $/token = "
                   "($/h / (MFU x spec peak)) for each, every pair of published on-demand prices",
                   [gpu_mfu, tpu_mfu] + [sourced(t) for t in tpus] + [sourced(g) for g in gpu_prices],

@@ -49,7 +49,8 @@ ROOT = committed.ROOT  # the course repository (a test points it elsewhere)
 # opening words (a few, quoted) and "undated", as that README asks, never by a description of it.
 ARTICLES = {
     "gpu+tpu": "'Gpu + Tpu is the answer' (2025-12-01)",
-    "replace": "'Do TPUs fully replace GPUs in LLM training and inference?' (as of November 2025)",
+    "replace": "'TPU在LLM訓練和推理中全麵替代GPU嗎?' [translated: 'Do TPUs fully replace GPUs in LLM training and "
+               "inference?'] (as of November 2025)",
     "distributed": "untitled article opening 'Training a model like GPT-4 or Gemini...' (undated)",
     "whitepaper": "untitled white paper opening 'This white paper examines the evolution...' (undated)",
     "unpacking": "'Unpacking GPU vs TPU Performance in Training Large AI Models' (2025-08-25)",

@@ -46,6 +46,10 @@ def test_train_ratio_by_hand() -> None:
         assert e.verdict == {"inside": "holds", "below": "fails", "above": "fails"}[want], (g, e.why)
     e = mc.train_ratio([_p(V5P, 1.0)], [_p(H100, 2.0), _p(H100, 5.0)])
     assert e.verdict == "depends" and f"4x needs the H100 at ${4 * k:.2f}/h" in e.why and "stand-in" in e.why
+    # the ratio goes as 1 / H100 MFU: at Megatron's 47% every ratio is 0.29 / 0.47 = 0.62x the 29% one
+    assert "every ratio scales by 0.62x (47%, Megatron-LM on H100 clusters ('up to'))" in e.why
+    at47 = mc.train_ratio([_p(V5P, 1.0)], [_p(H100, 5.0)], gpu_mfu=mc.H100_MFU_ANCHORS[0])
+    assert at47.value == pytest.approx(5.0 / k * 0.29 / 0.47) and "scales by 1.62x (29%" in at47.why
     assert mc.train_ratio([], [_p(H100, 2.0)]).verdict == "not testable here"
 
 

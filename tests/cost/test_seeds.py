@@ -302,6 +302,15 @@ def test_untitled_articles_are_cited_by_opening_words_and_undated() -> None:
         assert ARTICLES[key].endswith("...' (undated)") and "opening '" in ARTICLES[key]
 
 
+@pytest.mark.skipif(not SEEDS_DIR.is_dir(), reason="the seed articles are not beside this checkout")
+def test_titled_articles_are_cited_by_the_title_they_show() -> None:
+    # A title is a line of the article's head as shown (a translation may follow in brackets, never replace it).
+    from labkit.cost.register import ARTICLES
+    shown = {ln.strip() for f in SEEDS_DIR.glob("0*.txt") for ln in f.read_text(encoding="utf-8").splitlines()[:40]}
+    for key in ("gpu+tpu", "replace", "unpacking"):
+        assert ARTICLES[key].split("' ")[0].strip("'") in shown, ARTICLES[key]
+
+
 def test_inference_up_to_2_5x_is_tested_like_the_2_4x_claim() -> None:
     # Ratio GPU $/token over TPU $/token with G = 1000, T = 500 tok/s: TPU $1/h vs H100 $4/h -> 2x (inside 1-2.5).
     e = seeds.serving_ratio(G, T, [_p("TPU v5e", 1.0)], [_p(H100, 4.0)], 1.0, 2.5, id="tpu_inference_2_5x_cheaper",
