@@ -3,6 +3,7 @@
 Modules:
 
 - ``systolic``       a register-level systolic-array simulator and its closed-form cycle model
+- ``scalesim_reference`` what the real SCALE-Sim 3.0 printed for a set of GEMMs, with its provenance
 - ``mxu``            a TPU's MXU as the chip runs it: pipelined weight loads under an HBM roof
 - ``simt``           a first-order model of a tiled GEMM on a GPU: tiles, waves, padding, alignment
 - ``pallas_kernel``  a blocked matmul as a Pallas kernel, TPU style (MXU-aligned blocks)

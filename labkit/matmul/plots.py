@@ -61,7 +61,9 @@ def plot_array_snapshots(sims: Mapping[str, SimResult], cycles: Sequence[int], d
     took = ", ".join(f"{df.upper()} {s.cycles}" for df, s in sims.items())
     fig.suptitle("Operands march one PE per cycle; a PE works only when its skewed operands meet\n"
                  f"({M}x{K} @ {K}x{N} on {first.rows}x{first.cols}, cycles: {took}. a = A value, b = B value "
-                 "in the PE's registers, · = empty; Σ = accumulator / partial sum)", fontsize=11)
+                 "in the PE's registers, · = empty; Σ = accumulator / partial sum)\n"
+                 f"colour: OS, the MACs a PE has done so far (of K = {K}; it stays dark while the sums drain out); "
+                 "WS / IS, the PE does a MAC this cycle", fontsize=11)
     fig.tight_layout()
     return fig
 
@@ -114,9 +116,12 @@ def _alignment_cost(xs: np.ndarray, y: np.ndarray) -> float | None:
 
 
 def plot_predicted_sweeps(curves: Mapping[tuple[str, str], np.ndarray], batch: np.ndarray, edge: np.ndarray, *,
-                          gpus: Collection[str], big: int) -> Figure:
+                          gpus: Collection[str], big: int,
+                          causes: Mapping[str, Mapping[str, Sequence[int]]] | None = None) -> Figure:
     """(Lab 01) Predicted fraction of peak of MXUs and GPUs as M, N or K varies, the others at `big`."""
     # curves: (model, "M" | "N" | "K") -> fraction of peak at each of batch (M) or edge (N, K) sizes.
+    # causes: GPU model -> {"padding" | "waves" | ...: the M sizes after which its curve drops}
+    # (reference_chips.drop_causes); the title then names which model drops for which reason.
     models = list(dict.fromkeys(m for m, _ in curves))
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharey=True)
     for ax, v in zip(axes, "MNK"):
@@ -146,15 +151,26 @@ def plot_predicted_sweeps(curves: Mapping[tuple[str, str], np.ndarray], batch: n
                     if widths else "MXUs show no padding step in N or K over these sizes")
     # The GPU model is one fixed tile per chip, no split-K or stream-K: its wave steps are a fixed-tile
     # kernel's (cuBLAS picks tiles per shape and can hide them), and its alignment factor is cuBLAS's.
-    gpu_steps = ["when a wave of its fixed tiles spills over in M (waves)"] if any(
-        _drops(curves[(m, "M")]) for m in gpu_models) else []
+    if any(_drops(curves[(m, "M")]) for m in gpu_models):
+        said.append("the GPU model loses speed " + _m_steps(gpu_models, causes))
     if costs:
-        gpu_steps.append(f"~{np.median(costs):.0f}x when N or K is not a multiple of 8 (cuBLAS's alignment)")
-    if gpu_steps:
-        said.append("the GPU model loses speed " + " and ".join(gpu_steps))
+        said.append(f"the GPU model loses speed ~{np.median(costs):.0f}x when N or K is not a multiple of 8 "
+                    "(cuBLAS's alignment)")
     fig.suptitle(("Predicted: " + ";\n".join(said)) if said else "predicted fraction of peak", fontsize=11)
     fig.tight_layout(rect=(0, 0.1, 1, 1))  # room for the legend below the panels
     return fig
+
+
+_EDGE = {"padding": "past a row-block edge (padding)", "waves": "when a wave of its fixed tiles spills over (waves)"}
+
+
+def _m_steps(models: Sequence[str], causes: Mapping[str, Mapping[str, Sequence[int]]] | None) -> str:
+    """Why the GPU models' M curves drop: each cause with the models it hits, or both possible causes if unknown."""
+    if causes is None:  # not worked out: a fixed tile loses speed at both kinds of edge
+        return "in M " + " or ".join(_EDGE.values())
+    said = [f"{_EDGE[c][:-1]}: {', '.join(m for m in models if causes.get(m, {}).get(c))})"
+            for c in _EDGE if any(causes.get(m, {}).get(c) for m in models)]
+    return "in M " + " and ".join(said)
 
 
 def plot_measured_sweeps(shapes: Mapping[str, Sequence[tuple[int, int, int]]],
@@ -201,9 +217,17 @@ def plot_measured_sweeps(shapes: Mapping[str, Sequence[tuple[int, int, int]]],
         title += ";\nthe models are a TPU's and a GPU's, drawn for where their cliffs fall, not as this CPU's prediction"
     if "batch" in shapes:  # each framework's first batch over its own best, unless it sits on a floor
         first = {fw: next((f for f in floors.get(fw, ()) if f.start == 0), None) for fw in frameworks}
-        said = [f"{fw} on a {first[fw].describe()}" if first[fw] else
-                f"{fw} {measured[(fw, 'batch')][0] / np.max(measured[(fw, 'batch')]):.2g}" for fw in frameworks]
-        title += f"\nbatch {shapes['batch'][0][0]} over each framework's own best FLOP/s: " + "; ".join(said)
+        read = [f"{fw} {measured[(fw, 'batch')][0] / np.max(measured[(fw, 'batch')]):.2g}"
+                for fw in frameworks if not first[fw]]
+        on: dict[str, list[str]] = {}  # a floor's words -> the frameworks whose first batch sits on it
+        for fw in frameworks:
+            if first[fw]:
+                on.setdefault(first[fw].describe(), []).append(fw)
+        sit = "; ".join(f"{' and '.join(fws)} {'sit' if len(fws) > 1 else 'sits'} on a {floor}: no shape to read"
+                        for floor, fws in on.items())
+        m1 = shapes["batch"][0][0]
+        head = f"batch {m1} over each framework's own best FLOP/s: {'; '.join(read)}" if read else f"batch {m1}:"
+        title += "\n" + head + ("; " if read and sit else " " if sit else "") + sit
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     return fig

@@ -5,7 +5,9 @@ pipelined weight loads, under its chip's HBM roof; a GPU goes through labkit.mat
 its spec's SMs, tensor-core tiles and bandwidth -- the same roofline for both. Both answer the same question -- what fraction of the chip's peak an (M, K) @ (K, N)
 GEMM reaches -- so a chip's name is all `predicted`, `at` and `square` need. `h100_cublas` reads
 what cuBLAS measured at every shape of a committed H100 run, and `measured_over_model` divides them
-by simt's prediction, for either of its schedules; `schedule_ratios` does both at once for any GPU
+by simt's prediction, for either of its schedules, and `h100_unaligned_ratios` pairs each unaligned shape of
+the sweep with its aligned neighbour (UNALIGNED_EFFICIENCY's data); `drop_causes` says which of simt's factors
+makes each drop of a GPU model's curve; `schedule_ratios` does both schedules at once for any GPU
 (Lab 01 passes the one it ran on) and says which shapes the model counts as aligned; `l2_resident`
 says which shapes' operands fit an H100's L2 (a probe that reuses its inputs reads those from L2).
 """
@@ -87,15 +89,70 @@ def cliff_table(models: Sequence[str] = tuple(MODELS)) -> list[dict[str, Any]]:
             for m in models]
 
 
-def h100_cublas(source: str = H100_SOURCE) -> dict[tuple[int, int, int], float]:
-    """(Lab 01) cuBLAS's TFLOP/s (torch bf16) by (M, N, K) from a committed H100 run, the sweep or the probe."""
-    if source not in H100_SOURCES:
-        raise ValueError(f"unknown source {source!r}: use one of {', '.join(H100_SOURCES)}")
+def drop_causes(model: str, sizes: Sequence[int], vary: str = "M", *, keep: float = 0.98) -> dict[str, list[int]]:
+    """(Lab 01) Where a GPU model's curve drops as `vary` grows through `sizes`: {cause: the size after each drop}.
+
+    A drop: the fraction of peak at sizes[i + 1] is under `keep` x the one at sizes[i] (the plot's test). It is
+    charged to whichever of simt's factors fell most between the two: "padding" (useful / computed work, the
+    partial row block or tile), "waves" (tiles / wave slots: a wave left part-empty) or "alignment" (N or K
+    no longer whole 16-byte rows, UNALIGNED_EFFICIENCY).
+    """
+    _check_model(model)
+    if model not in GPUS:
+        raise ValueError(f"{model} is an MXU: drop causes come from simt's padding and wave factors, so use a GPU "
+                         f"model, one of {', '.join(GPUS)}")
+    if vary not in _FIXED:
+        raise ValueError(f"vary must be 'M', 'N' or 'K', got {vary!r}")
+    if not 0 < keep <= 1:
+        raise ValueError(f"keep must be in (0, 1] (0.98: a drop of more than 2%), got {keep!r}")
+    chip, dtype = GPUS[model]
+    preds = simt.sweep(sizes, chip, dtype, vary=vary, fixed=_FIXED[vary])
+    out: dict[str, list[int]] = {"padding": [], "waves": [], "alignment": []}
+    for a, b in zip(preds, preds[1:]):
+        if b.fraction_of_peak >= keep * a.fraction_of_peak:
+            continue
+        fell = {"padding": b.padding_efficiency / a.padding_efficiency,  # each factor's new / old value
+                "waves": b.wave_efficiency / a.wave_efficiency,
+                "alignment": (simt.UNALIGNED_EFFICIENCY if a.aligned and not b.aligned else 1.0)}
+        out[min(fell, key=fell.__getitem__)].append(int(getattr(b, vary)))
+    return out
+
+
+def h100_unaligned_ratios(source: str = H100_SOURCE) -> dict[tuple[int, int, int], float]:
+    """(Lab 01) cuBLAS's speed at each 2^k + 1 shape of the committed H100 sweep over its 2^k neighbour's.
+
+    Keys are the unaligned (M, N, K); each value is its TFLOP/s over the shape with every 2^k + 1 size one
+    smaller, timed in the same sweep of shapes.json (N, K and square: the pairs simt.UNALIGNED_EFFICIENCY is the
+    median of).
+    """
+    if source != H100_SOURCE:
+        raise ValueError(f"only the sweep {H100_SOURCE} times its pairs in one sweep each; got {source!r}")
+    data = json.loads(_committed(source).read_text())
+    odd = lambda x: x > 2 and (x - 1) & (x - 2) == 0  # noqa: E731  2^k + 1, k >= 1
+    out = {}
+    for rows in data["sweeps"].values():  # a pair is timed within one sweep, under the same conditions
+        tf = {(int(r["M"]), int(r["N"]), int(r["K"])): float(r["measured_tflops"]) for r in rows}
+        for shape, t in tf.items():
+            even = tuple(x - 1 if odd(x) else x for x in shape)
+            if even != shape and even in tf:
+                out[shape] = t / tf[even]
+    return out
+
+
+def _committed(source: str) -> Path:
+    """The committed run's file, or a clear error when labkit was installed without the repository."""
     path = ROOT / source
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing: the committed H100 runs come with the course's repository "
                                 "(git clone it; a pip-installed labkit carries no benchmarks/)")
-    data = json.loads(path.read_text())
+    return path
+
+
+def h100_cublas(source: str = H100_SOURCE) -> dict[tuple[int, int, int], float]:
+    """(Lab 01) cuBLAS's TFLOP/s (torch bf16) by (M, N, K) from a committed H100 run, the sweep or the probe."""
+    if source not in H100_SOURCES:
+        raise ValueError(f"unknown source {source!r}: use one of {', '.join(H100_SOURCES)}")
+    data = json.loads(_committed(source).read_text())
     # A shape timed in several sweeps (4096^3: batch, N, K and square) keeps the last one's figure (square's).
     if "sweeps" in data:  # bench_shapes.py: sweeps of rows, each with measured_tflops
         rows = [(r["M"], r["N"], r["K"], r["measured_tflops"]) for sweep in data["sweeps"].values() for r in sweep]

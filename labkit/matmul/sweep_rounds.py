@@ -119,10 +119,11 @@ class Floor:
     work_ratio: float  # work of the last size on it over the first's
     kind: str          # "memory floor" or "latency floor"
     seconds: tuple[float, ...] = field(default=(), compare=False)  # the calls on it, s per call
+    within: float = 2.0  # its slowest call is at most this many times its fastest ("flat")
 
     def describe(self) -> str:
         """(Lab 01) What the floor is, in the words the lab prints."""
-        return f"{self.kind} (time per call flat over {self.work_ratio:.0f}x the work)"
+        return f"{self.kind} (time per call within {self.within:g}x over {self.work_ratio:.0f}x the work)"
 
 
 def time_floors(work: Sequence[float], seconds: Sequence[float], *, memory_s: Sequence[float] | None = None,
@@ -160,7 +161,7 @@ def time_floors(work: Sequence[float], seconds: Sequence[float], *, memory_s: Se
         if ratio >= min_work:  # time that grows with the work is no floor
             memory = memory_s is not None and seconds[start] <= within * memory_s[start]
             floors.append(Floor(start, stop, ratio, "memory floor" if memory else "latency floor",
-                                tuple(float(x) for x in seconds[start:stop])))
+                                tuple(float(x) for x in seconds[start:stop]), within))
             start = stop
         else:
             start += 1

@@ -193,3 +193,38 @@ def test_the_probe_sits_above_the_sweep_where_both_timed_a_shape():
     both = set(sweep) & set(probe)
     assert len(both) >= 10, sorted(both)
     assert all(probe[s] >= sweep[s] for s in both), {s: probe[s] / sweep[s] for s in both}
+
+
+def test_drop_causes_tells_padding_from_waves():
+    # Lab 01's two cliffs by hand: T4 M 640 -> 641 (a 6th row block of 1 row in 128: padding 83%, its waves 96%
+    # full) and H100 M 1024 -> 1025 (144 tiles on 132 SMs: a second wave 9% full), the T4's 128 -> 129 (padding).
+    assert rc.drop_causes("T4 (fp16)", [640, 641]) == {"padding": [641], "waves": [], "alignment": []}
+    assert rc.drop_causes("T4 (fp16)", [128, 129])["padding"] == [129]
+    assert rc.drop_causes("H100 (bf16)", [1024, 1025]) == {"padding": [], "waves": [1025], "alignment": []}
+    assert rc.drop_causes("H100 (bf16)", [4096, 4097], "N")["alignment"] == [4097]
+    # The plotted M grid: the H100's drops are all waves, the T4's first ones padding, later ones waves too.
+    batch = np.unique(np.geomspace(1, 8192, 120).astype(int))
+    h100, t4 = (rc.drop_causes(g, batch) for g in ("H100 (bf16)", "T4 (fp16)"))
+    assert h100["waves"] and not h100["padding"]
+    assert t4["padding"][0] < min(t4["waves"]) and t4["waves"]
+
+
+def test_drop_causes_refuses_an_mxu_and_a_bad_keep():
+    with pytest.raises(ValueError, match="is an MXU: .* use a GPU model"):
+        rc.drop_causes("MXU 128x128 (TPU v5e)", [128, 129])
+    with pytest.raises(ValueError, match=r"keep must be in \(0, 1\]"):
+        rc.drop_causes("T4 (fp16)", [128, 129], keep=0)
+    with pytest.raises(ValueError, match="vary must be 'M', 'N' or 'K'"):
+        rc.drop_causes("T4 (fp16)", [128, 129], "B")
+
+
+def test_h100_unaligned_ratios_are_what_unaligned_efficiency_is_the_median_of():
+    r = rc.h100_unaligned_ratios()
+    # 6 pairs each in the N and K sweeps (129 .. 4097), 2 in the square one (4097, 8193).
+    assert len(r) == 14 and (4096, 129, 4096) in r and (8193, 8193, 8193) in r and (4096, 4096, 4097) in r
+    sweep = rc.h100_cublas()  # (4096, 129, 4096) over (4096, 128, 4096): both only in the N sweep
+    assert r[(4096, 129, 4096)] == pytest.approx(sweep[(4096, 129, 4096)] / sweep[(4096, 128, 4096)])
+    v = np.array(list(r.values()))
+    assert abs(np.median(v) - simt.UNALIGNED_EFFICIENCY) < 0.01 and 0.13 < v.min() < v.max() < 0.35
+    with pytest.raises(ValueError, match="only the sweep"):
+        rc.h100_unaligned_ratios(rc.H100_PROBE_SOURCE)

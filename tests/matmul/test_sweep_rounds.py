@@ -87,7 +87,7 @@ def test_time_floors_finds_the_cold_runs_latency_floor() -> None:
     # The cold run's torch on a loaded 2-core CPU: ~5 ms a call from M = 1 to 64 (64x the work), then 58 us.
     got = sr.time_floors(_work(M_SMOKE), [5.0e-3, 5.1e-3, 4.8e-3, 4.9e-3, 58e-6, 60e-6])
     assert got == [sr.Floor(0, 4, 64.0, "latency floor")]
-    assert got[0].describe() == "latency floor (time per call flat over 64x the work)"
+    assert got[0].describe() == "latency floor (time per call within 2x over 64x the work)"
     np.testing.assert_array_equal(sr.on_floor(got, 6), [True] * 4 + [False] * 2)
     # A floor in mid-sweep (torch fast at M = 1, then its threads waiting 10-18 ms from M = 4 to 64) is one too.
     mid = sr.time_floors(_work(M_SMOKE), [34e-6, 18e-3, 14e-3, 10.7e-3, 38e-6, 41e-6])
@@ -222,11 +222,11 @@ def test_torch_batch_floor_on_the_h100_reaches_m128_and_says_what_the_read_expla
     assert sr.time_floors(work, TORCH_M_S, memory_s=mem, busy=0.3)[0].stop == 2  # the old cutoff: M = 64
     # The 33.6 MB read takes 10.0 us at 3.35 TB/s: "reading the operands sets the time" overstated 53%.
     assert sr.describe_floor(got[0], TORCH_M, TORCH_M_S, mem) == (
-        "memory floor (time per call flat over 128x the work): 18.8 us per call at M = 1, 17.7 us at M = 128; "
+        "memory floor (time per call within 2x over 128x the work): 18.8 us per call at M = 1, 17.7 us at M = 128; "
         "the operands' read at spec bandwidth explains 53% and 60% of those calls (the rest: the read below "
         "spec bandwidth, or a fixed cost per call): no shape to read there")
     jax_line = sr.describe_floor(JAX_FLOOR, [1, 2, 4, 8, 16, 32, 64, 128], [46.2e-6] + [50e-6] * 6 + [65.3e-6])
-    assert jax_line == ("latency floor (time per call flat over 128x the work): 46.2 us per call at M = 1, "
+    assert jax_line == ("latency floor (time per call within 2x over 128x the work): 46.2 us per call at M = 1, "
                         "65.3 us at M = 128 (a fixed cost per call sets the time): no shape to read there")
 
 

@@ -100,6 +100,12 @@ def check_cycles(fn: Callable[[int, int, int, int, int, str], int]) -> CheckResu
              "cycles preloading the stationary tile; OS: R cycles draining the accumulators)."),
         Hint(_variant(_folds, lambda R, C, t: t), "only the streaming cycles: each fold also pays "
              "fill/drain (R) and skew (R + C - 2)."),
+        Hint(_variant(_folds, lambda R, C, t: R + C + t - 1), "two slips: the fill (WS/IS: R cycles preloading "
+             "the stationary tile; OS: R cycles draining the sums) is missing, and the skew is R + C - 2 cycles, "
+             "not R + C - 1: each fold costs 2R + C + T - 2."),
+        Hint(_variant(_folds, lambda R, C, t: 2 * R + t), "the fill (or drain) R and the stream T are there, but "
+             "the skew is R + C - 2 cycles, not R: the last wavefront goes R - 1 rows down and C - 1 columns "
+             "across to reach PE (R-1, C-1).", applies=lambda a: a[4] != 2),
         Hint(_variant(_folds, lambda R, C, t: 2 * R + C + t - 1), "off by one in the skew: the "
              "last PE is R-1 + C-1 = R + C - 2 hops from the first, not R + C - 1."),
         Hint(_variant(_folds, lambda R, C, t: 2 * R + C + t), "off by two in the skew: it is "
@@ -186,6 +192,14 @@ def check_pick_block(fn: Callable[[int, int, int], int | None]) -> CheckResult:
 
 
 # ------------------------------------------------------------------ 3. padding cliff
+def _as_float(x: Any) -> float:
+    """x as a float, NaN when it is none (a str, None): a hint's comparison is then False."""
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
 def padded_utilization(size: int, tile: int) -> float:
     """(Lab 01) Useful fraction when `size` is padded up to whole tiles: size / (ceil(size/tile) * tile)."""
     return size / (_ceil_div(size, tile) * tile)
@@ -222,6 +236,12 @@ def check_padded_utilization(fn: Callable[[int, int], float]) -> CheckResult:
              "padded / useful (the answer is at most 1)."),
         Hint(is_(lambda s, t: (s % t) / t if s % t else 1.0), "only the last tile's fill: "
              "divide the whole size by the whole padded size."),
+        Hint(is_(lambda s, t: s / t), "size / tile counts tiles (and can pass 1), it is not a share of the "
+             "work: divide size by the padded size, ceil(size / tile) * tile."),
+        Hint(is_(lambda s, t: 100 * padded_utilization(s, t)), "that is a percentage: return the fraction, "
+             "in (0, 1] (0.5 for 129 on a 128 tile, not 50)."),
+        Hint(lambda g, e, a: _as_float(g) > 1, "more than 1: a utilization is useful work over padded work, "
+             "never more than all of it."),
     ]
     return check_function("padded utilization", fn, padded_utilization, cases, hints=hints,
                           explain="129 on a 128 tile is 50% useful; 4097 is 97%: the cliff is "
@@ -230,7 +250,7 @@ def check_padded_utilization(fn: Callable[[int, int], float]) -> CheckResult:
 
 # ------------------------------------------------------------------ 2b. Stream-K share
 def stream_k_share(tiles: int, steps_k: int, sms: int) -> tuple[int, int]:
-    """(Lab 01) Stream-K on `sms` SMs: (iterations the busiest SM runs, tiles handed from one SM to the next)."""
+    """(Lab 01) Stream-K on `sms` SMs: (iterations the busiest SM runs, hand-offs of fp32 partial tiles between SMs)."""
     iters = tiles * steps_k
     return _ceil_div(iters, sms), simt.stream_k_partials(iters, steps_k, sms)
 
@@ -265,4 +285,5 @@ def check_stream_k_share(fn: Callable[[int, int, int], tuple[int, int]]) -> Chec
     ]
     return check_function("Stream-K share", fn, stream_k_share, cases, hints=hints,
                           explain="every SM runs the same share, so no wave is left part-empty; the price is "
-                                  "the tiles that change hands (fp32 partial sums written and read back).")
+                                  "the hand-offs: at each seam inside a tile one SM writes its fp32 partial "
+                                  "tile and another reads it back.")

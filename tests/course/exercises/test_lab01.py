@@ -76,6 +76,9 @@ def test_cycles_accepts_reference_and_other_correct(seeded):
     (_cyc(CEIL, lambda R, C, t: R + t), "forgot the skew"),
     (_cyc(CEIL, lambda R, C, t: R + C + t - 2), "forgot the fill"),
     (_cyc(CEIL, lambda R, C, t: 2 * R + C + t - 1), "off by one in the skew"),
+    # Two slips a cold read met with no hint (review run14): no fill and R + C - 1; the skew taken as R.
+    (_cyc(CEIL, lambda R, C, t: R + C + t - 1), "two slips: the fill .* is missing, and the skew is R \\+ C - 2"),
+    (_cyc(CEIL, lambda R, C, t: 2 * R + t), "the skew is R \\+ C - 2 cycles, not R"),
     (_cyc(CEIL, lambda R, C, t: 2 * R + C + t - 2, mapping=lambda M, K, N: (M, N, K)), "mapping depends"),
 ])
 def test_cycles_names_the_mistake(seeded, fn, hint):
@@ -170,6 +173,9 @@ def test_padded_utilization_accepts_reference_and_other_correct(seeded):
     (lambda s, t: math.ceil(s / t) * t, "padded size"),
     (lambda s, t: s / ((s // t + 1) * t), "one tile too many when the size fills its tiles exactly"),
     (lambda s, t: math.ceil(s / t) * t / s, "upside down"),
+    (lambda s, t: s / t, "size / tile counts tiles"),                       # no padding at all
+    (lambda s, t: 100 * lab01.padded_utilization(s, t), "that is a percentage"),
+    (lambda s, t: 1 + lab01.padded_utilization(s, t), "more than 1: a utilization"),
 ])
 def test_padded_utilization_names_the_mistake(seeded, fn, hint):
     _wrong(lab01.check_padded_utilization, fn, hint)
@@ -307,3 +313,11 @@ def test_cycles_folds_from_the_tile_area_are_named(monkeypatch):
     for _ in over_seeds(monkeypatch, lab01):
         r = lab01.check_cycles(fn)
         assert r.status == "wrong" and "whole in each direction" in r.message, r.message
+
+
+def test_stream_k_share_speaks_of_hand_offs_not_tiles_that_change_hands(seeded):
+    # At batch 1 an H100 has 112 hand-offs but only 16 tiles change hands: the check's words must count the former.
+    message = lab01.check_stream_k_share(lab01.stream_k_share).message
+    assert "hand-offs" in message and "tiles that change hands" not in message
+    assert "hand-offs" in lab01.stream_k_share.__doc__
+    assert lab01.stream_k_share(16, 64, 132)[1] == 112  # batch 1 on an H100: 16 tiles, each cut 8 ways
