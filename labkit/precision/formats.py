@@ -236,7 +236,8 @@ def rounding_errors(value: float, formats: Sequence[str] = FORMATS) -> list[dict
         err = abs(stored - value) if math.isfinite(stored) else math.inf
         rows.append({"format": name, "stored": stored, "abs error": err,
                      "rel error": err / abs(value) if value else err,
-                     "unit roundoff (eps/2)": format_info(name).eps / 2})
+                     # int8's step is 1 in absolute terms: no relative bound, so no unit roundoff (shown as —)
+                     "unit roundoff (eps/2)": None if format_info(name).exponent_bits == 0 else format_info(name).eps / 2})
     return rows
 
 

@@ -198,6 +198,33 @@ def fp8_matmul(x: Any, w: Any) -> Any:
     return _FP8_MATMUL(x, w)
 
 
+def _operands(m: int, k: int, n: int, seed: int, std: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x (m, k), w (k, n) and the upstream gradient g (m, n): N(0, std^2), float32."""
+    from labkit.gpt.data import check_count, check_real
+
+    m, k, n = (check_count(v, name, example=128) for v, name in ((m, "m"), (k, "k"), (n, "n")))
+    std = check_real(std, "std", low=0.0, hint=" (the inputs' standard deviation, e.g. 1.0 or 1e-3)")
+    rng = np.random.default_rng(seed)
+    x = (std * rng.standard_normal((m, k))).astype(np.float32)
+    w = (std * rng.standard_normal((k, n))).astype(np.float32)
+    g = (std * rng.standard_normal((m, n))).astype(np.float32)  # upstream gradient dL/dy
+    return x, w, g
+
+
+def predicted_matmul_errors(m: int = 128, k: int = 256, n: int = 128, seed: int = 0,
+                            std: float = 1.0) -> dict[str, float]:
+    """(Lab 04) :func:`matmul_errors`' three errors predicted from the operands' own quantization errors.
+
+    Each product's inputs carry independent relative rounding errors e_a and e_b (norm-wise, as
+    :func:`quantization_error` measures them); in a sum of many products with random signs they add in
+    quadrature, so the output's norm-wise error is about sqrt(e_a^2 + e_b^2) (first order in e).
+    """
+    x, w, g = _operands(m, k, n, seed, std)
+    e = {"x": quantization_error(x, FORWARD), "w": quantization_error(w, FORWARD), "g": quantization_error(g, BACKWARD)}
+    both = lambda a, b: float(np.hypot(e[a], e[b]))  # noqa: E731
+    return {"y (e4m3 x e4m3)": both("x", "w"), "dx (e5m2 x e4m3)": both("g", "w"), "dw (e4m3 x e5m2)": both("x", "g")}
+
+
 def matmul_errors(m: int = 128, k: int = 256, n: int = 128, seed: int = 0,
                   std: float = 1.0) -> dict[str, float]:
     """(Lab 04) Relative errors vs float64 of the fp8 matmul's output, dx and dw (JAX).
@@ -207,14 +234,7 @@ def matmul_errors(m: int = 128, k: int = 256, n: int = 128, seed: int = 0,
     import jax
     import jax.numpy as jnp
 
-    from labkit.gpt.data import check_count, check_real
-
-    m, k, n = (check_count(v, name, example=128) for v, name in ((m, "m"), (k, "k"), (n, "n")))
-    std = check_real(std, "std", low=0.0, hint=" (the inputs' standard deviation, e.g. 1.0 or 1e-3)")
-    rng = np.random.default_rng(seed)
-    x = (std * rng.standard_normal((m, k))).astype(np.float32)
-    w = (std * rng.standard_normal((k, n))).astype(np.float32)
-    g = (std * rng.standard_normal((m, n))).astype(np.float32)  # upstream gradient dL/dy
+    x, w, g = _operands(m, k, n, seed, std)
 
     @jax.jit
     def run(x: Any, w: Any, g: Any) -> tuple[Any, Any, Any]:

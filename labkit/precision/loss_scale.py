@@ -14,7 +14,9 @@ Which implementation, and why:
   add argument checks: GradScaler accepts ``init_scale=-1`` silently.
 - **JAX**: our own small implementation (:class:`LossScaleState`, :func:`update`), with
   exactly GradScaler's rule. Optax has ``apply_if_finite`` (skips non-finite updates) but no
-  loss scale; ``jmp`` is not installed. ``flax.training.dynamic_scale.DynamicScale`` works
+  loss scale; ``jmp`` is not installed (its ``DynamicLossScale.adjust`` grows on the same step as
+  GradScaler, ``counter == period - 1``, but backs off no lower than ``min_loss_scale``, default 1).
+  ``flax.training.dynamic_scale.DynamicScale`` works
   with NNX (via ``nnx.split``: it wraps ``jax.value_and_grad`` of a pure function), but (1) it
   grows the scale on the (N+1)-th finite step where GradScaler grows on the N-th, so the two
   frameworks' scale curves would not line up; (2) it hides scale, unscale, check and update in

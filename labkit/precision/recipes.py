@@ -31,13 +31,18 @@ hardware's ``satfinite`` conversions and TE do. A plain ``ml_dtypes`` cast gives
 has no inf) or inf (e5m2) instead: :func:`plain_cast` shows it; the recipes use
 :func:`saturating_cast`.
 
+A negative control, not a recipe: **unscaled** (:data:`UNSCALED`) casts with scale 1, the bare cast
+a recipe exists to avoid; small gradients then fall into the subnormals or to 0 (Lab 04's fp8 MLP).
+
 Accumulation: DeepSeek-V3's technical report (section 3.3.2) observed that the accumulation of
 fp8 GEMMs on NVIDIA H800 GPUs retains "around 14 bits", well short of fp32, giving a maximum
 relative error of nearly 2% for K = 4096 random matrices; their fix promotes the partial sums to
 fp32 registers on the CUDA cores every N_C = 128 elements. :func:`limited_accumulation` is a
 *model* of that, with our assumptions (NVIDIA documents no accumulator width): each instruction's
 32 products summed exactly, added to a running sum truncated to ``acc_bits`` fraction bits,
-optionally promoted to fp32 every ``promote_every`` elements.
+optionally promoted to fp32 every ``promote_every`` elements. It is a model, not a measurement:
+no library exposes the tensor cores' partial sums, and a GPU's ``torch._scaled_mm(...,
+use_fast_accum=True)`` against ``False`` is what would measure it.
 All numpy (float32 accumulation stands in for the tensor cores' fp32 one).
 """
 
@@ -49,10 +54,11 @@ from typing import Any
 import numpy as np
 
 from labkit.gpt.data import check_count, check_real
-from labkit.precision.formats import check_list, dtype_of, format_info, round_mantissa
+from labkit.precision.formats import check_list, dtype_of, format_info
 
 E4M3, E5M2 = "fp8_e4m3", "fp8_e5m2"
 RECIPES = ("current", "delayed", "rowwise", "block")  # coarse to fine scales
+UNSCALED = "unscaled"  # scale 1: the bare cast -- a negative control for the recipes, not one of them
 BLOCK = 32             # MXFP8: elements per scale, along the contraction axis
 E8M0_EXP = (-127, 127)  # exponent range of the E8M0 block scale (2^-127 .. 2^127)
 TE_HISTORY_LEN = 1024  # Transformer Engine's DelayedScaling default amax_history_len
@@ -214,7 +220,9 @@ def quantize_rowwise(x: Any, fmt: str = E4M3, axis: int = -1) -> np.ndarray:
 
 def quantize(x: Any, recipe: str, fmt: str = E4M3, axis: int = -1, delayed: DelayedScaling | None = None,
              name: str = "") -> np.ndarray:
-    """(Lab 04) ``x`` through fp8 by ``recipe`` (current / delayed / rowwise / block), scales along ``axis``."""
+    """(Lab 04) ``x`` through fp8 by ``recipe`` (current / delayed / rowwise / block / unscaled), scales along ``axis``."""
+    if recipe == UNSCALED:  # no scale: what the cast alone keeps (values below the subnormals -> 0)
+        return fake_quant(x, fmt, 1.0)
     if recipe == "current":
         return quantize_current(x, fmt)
     if recipe == "delayed":
@@ -225,7 +233,7 @@ def quantize(x: Any, recipe: str, fmt: str = E4M3, axis: int = -1, delayed: Dela
         return quantize_rowwise(x, fmt, axis)
     if recipe == "block":
         return quantize_block(x, fmt, BLOCK, axis)
-    raise ValueError(f"unknown fp8 recipe {recipe!r}; valid: {', '.join(RECIPES)}")
+    raise ValueError(f"unknown fp8 recipe {recipe!r}; valid: {', '.join(RECIPES)} (or {UNSCALED!r}, the control)")
 
 
 def quantized_operands(a: Any, b: Any, recipe: str | None, fmts: tuple[str, str] = (E4M3, E4M3),
@@ -310,13 +318,23 @@ def recipe_errors(x: np.ndarray, w: np.ndarray, history: list[np.ndarray],
     return out
 
 
+def _round_bits64(x: np.ndarray, bits: int, rounding: str) -> np.ndarray:
+    """float64 ``x`` with ``bits`` fraction bits kept (exact: frexp, no detour through float32)."""
+    m, e = np.frexp(x)  # x = m * 2**e, 0.5 <= |m| < 1: m carries the implicit one
+    scaled = m * 2.0 ** (bits + 1)
+    kept = np.trunc(scaled) if rounding == "truncate" else np.rint(scaled)  # rint: to nearest, ties to even
+    return np.ldexp(kept, e - bits - 1)
+
+
 def limited_accumulation(a: np.ndarray, b: np.ndarray, acc_bits: int = 13, chunk: int = 32,
-                         promote_every: int | None = None) -> np.ndarray:
+                         promote_every: int | None = None, rounding: str = "truncate") -> np.ndarray:
     """(Lab 04) a @ b summed into a narrow accumulator, optionally promoted to fp32 every N (a model of Hopper fp8).
 
-    Each ``chunk`` of K (32: the K of one Hopper fp8 ``wgmma`` instruction) is summed in fp32, then
-    added to a running sum truncated to ``acc_bits`` fraction bits (13: "around 14 bits" with the
-    implicit one). ``promote_every`` K-elements the running sum is added to fp32 and restarted.
+    Each ``chunk`` of K (32: the K of one Hopper fp8 ``wgmma`` instruction) is summed exactly (float64:
+    exact for fp8 inputs, whose products have at most 8 significant bits), then added to a running sum
+    cut to ``acc_bits`` fraction bits (13: "around 14 bits" with the implicit one) -- ``rounding``
+    "truncate" (toward zero, the model's assumption) or "nearest" (the comparison). ``promote_every``
+    K-elements the running sum is added to fp32 and restarted.
     """
     a, b = _check_matmul(a, b)
     if check_count(acc_bits, "acc_bits", 0, example=13) > 23:
@@ -325,28 +343,44 @@ def limited_accumulation(a: np.ndarray, b: np.ndarray, acc_bits: int = 13, chunk
     if promote_every is not None and check_count(promote_every, "promote_every", example=128) % chunk:
         raise ValueError(f"promote_every={promote_every} must be a multiple of chunk={chunk} (the sum is promoted "
                          f"between instructions), e.g. promote_every={max(1, round(promote_every / chunk)) * chunk}")
-    a32, b32 = a.astype(np.float32), b.astype(np.float32)
-    acc = np.zeros((a32.shape[0], b32.shape[1]), np.float32)  # fp32 registers (the CUDA cores)
-    part = np.zeros_like(acc)  # the tensor cores' narrow accumulator
-    for j in range(0, a32.shape[1], chunk):
-        part = round_mantissa(part + a32[:, j:j + chunk] @ b32[j:j + chunk], acc_bits, mode="truncate")
+    if rounding not in ("truncate", "nearest"):
+        raise ValueError(f"rounding must be 'truncate' or 'nearest', got {rounding!r}")
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    acc = np.zeros((a64.shape[0], b64.shape[1]), np.float32)  # fp32 registers (the CUDA cores)
+    part = np.zeros(acc.shape)  # the tensor cores' narrow accumulator (its values: acc_bits fraction bits)
+    for j in range(0, a64.shape[1], chunk):
+        part = _round_bits64(part + a64[:, j:j + chunk] @ b64[j:j + chunk], acc_bits, rounding)
         if promote_every and (j + chunk) % promote_every == 0:
-            acc, part = acc + part, np.zeros_like(part)
-    return (acc + part).astype(np.float64)
+            acc, part = acc + part.astype(np.float32), np.zeros_like(part)
+    return (acc + part.astype(np.float32)).astype(np.float64)
+
+
+def e4m3_codes(x: Any) -> np.ndarray:
+    """(Lab 04) The e4m3 values a current-scaled cast of ``x`` stores (x * s, s = 448 / amax), as float64."""
+    x32 = np.asarray(x, np.float32)
+    return saturating_cast(x32 * np.float32(scale_for(_amax(x32), E4M3)), E4M3).astype(np.float64)
 
 
 def accumulation_errors(k_values: tuple[int, ...], m: int = 64, seed: int = 0, acc_bits: int = 13,
                         promote_every: int = 128) -> list[dict[str, Any]]:
-    """(Lab 04) Per K: rel. error of fp8 (e4m3) products summed narrow, narrow + promoted, and in fp32."""
+    """(Lab 04) Per K: rel. error of e4m3 products summed narrow (truncated, or rounded), narrow + promoted, in fp32.
+
+    The operands are the e4m3 codes themselves (what the tensor cores multiply; the scales are divided out
+    after the sum): their products are exact in fp32 and float64, so the float64 reference is the exact sum
+    and every column is accumulation error only.
+    """
     k_values = [check_count(k, f"k_values[{i}]", example=4096) for i, k in enumerate(check_list(k_values, "k_values"))]
     m = check_count(m, "m", example=64)
     rng = np.random.default_rng(check_count(seed, "seed", 0, example=0))
     rows = []
     for k in k_values:
-        a = quantize_current(rng.standard_normal((m, k)))  # e4m3 values: their products are exact in fp32
-        b = quantize_current(rng.standard_normal((k, m)))
-        ref = a @ b  # float64
-        rows.append({"K": k, "narrow": rel_err(limited_accumulation(a, b, acc_bits), ref),
+        a, b = e4m3_codes(rng.standard_normal((m, k))), e4m3_codes(rng.standard_normal((k, m)))  # values up to 448
+        ref = a @ b  # float64, exact: products of e4m3 values, summed well inside float64's 53 bits
+        narrow = limited_accumulation(a, b, acc_bits)
+        rows.append({"K": k, "narrow": rel_err(narrow, ref),
+                     # the largest single error against the outputs' RMS: a worst case, as DeepSeek-V3's "maximum"
+                     "narrow, max error / RMS": float(np.max(np.abs(narrow - ref)) / np.sqrt(np.mean(ref**2))),
+                     "narrow, round-to-nearest": rel_err(limited_accumulation(a, b, acc_bits, rounding="nearest"), ref),
                      "promoted": rel_err(limited_accumulation(a, b, acc_bits, promote_every=promote_every), ref),
                      "fp32": rel_err(a.astype(np.float32) @ b.astype(np.float32), ref)})
     return rows

@@ -136,6 +136,26 @@ def rows(runs: Mapping[tuple[str, str], Any], tokens_per_step: int,
     return out
 
 
+def saved_versus_fp32(low: Sequence[Mapping[str, Any]], fp32: Sequence[Mapping[str, Any]], seq: int) -> dict[str, Any]:
+    """(Lab 04) A run's saved-for-backward rows (``train.saved_breakdown``) against fp32's: the 2-byte bound, and why below it.
+
+    ``bound``: what fp32's own tensors would take with every float32 one in 2 bytes, as a fraction of fp32's
+    bytes (its int and bool tensors do not shrink) -- the least a run that saves the *same* tensors keeps.
+    Only a run that saves fewer numbers (``elements`` < 1) goes below it: e.g. cuDNN's fused attention
+    recomputes the (batch, heads, seq, seq) scores in the backward pass (``scores``: such tensors, (low, fp32)).
+    """
+    seq = check_count(seq, "seq", example=64)
+    mb = lambda rows, dtype=None: sum(r["MB"] for r in rows if dtype in (None, r["dtype"]))  # noqa: E731
+    numbers = lambda rows: sum(r["count"] * int(np.prod(r["shape"])) for r in rows)  # noqa: E731 -- elements saved
+    scores = lambda rows: sum(r["count"] for r in rows if len(r["shape"]) >= 4 and tuple(r["shape"][-2:]) == (seq, seq))  # noqa: E731
+    if not mb(fp32) > 0 or not mb(low) > 0:
+        raise ValueError("both runs must save something (rows of train.saved_breakdown with MB > 0); got an empty count")
+    return {"kept": mb(low) / mb(fp32), "bound": 1 - mb(fp32, "float32") / mb(fp32) / 2,
+            "elements": numbers(low) / numbers(fp32), "scores": (scores(low), scores(fp32)),
+            "by_dtype": {d: mb(low, d) for d in sorted({r["dtype"] for r in low})},
+            "float32_share": mb(low, "float32") / mb(low)}
+
+
 def _verdict(v: float, spread: tuple[float, float] | None) -> str:
     if spread is None:
         return f"{v:.2f}x"

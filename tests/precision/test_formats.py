@@ -238,6 +238,9 @@ def test_edge_values_get_truthful_answers() -> None:
     assert fate[(np.inf, "bf16")] == "inf stays inf" and "no inf" in fate[(np.inf, "fp8_e4m3")]
     assert precision.round_mantissa(1.0, np.int64(10)) == 1.0
     assert precision.rounding_errors(np.float32(0.5), ["bf16"])[0]["abs error"] == 0.0
+    # int8's step is absolute (1), not relative: the table showed "unit roundoff (eps/2) 0.5" beside 0.1's 100% error
+    assert precision.rounding_errors(0.1, ["int8", "fp16"])[0]["unit roundoff (eps/2)"] is None
+    assert precision.rounding_errors(0.1, ["int8", "fp16"])[1]["unit roundoff (eps/2)"] == 2.0**-11
     assert precision.ieee_like(np.int64(11), np.int64(52))["max"] == float(np.finfo(np.float64).max)  # fp64: the top
     assert precision.ieee_like(2, 0)["eps"] == 1.0  # the smallest layout allowed
     bf = precision.format_info("bf16").max

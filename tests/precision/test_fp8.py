@@ -1,6 +1,8 @@
 """labkit.precision.fp8: which chips have fp8, scaled quantization, and the e4m3/e5m2 matmul vs numpy."""
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -72,6 +74,18 @@ def test_matmul_errors_are_fp8_sized() -> None:
     assert e["y (e4m3 x e4m3)"] < e["dx (e5m2 x e4m3)"] < 0.1  # e5m2 has one mantissa bit less
     small = fp8.matmul_errors(64, 256, 64, seed=0, std=1e-4)  # the scales make magnitude irrelevant
     assert small["y (e4m3 x e4m3)"] == pytest.approx(e["y (e4m3 x e4m3)"], rel=1e-3)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_matmul_errors_match_the_inputs_rounding_errors_added_in_quadrature(seed: int) -> None:
+    """Closed form (review): y's error is sqrt(e_x^2 + e_w^2) of the operands' own quantization errors, dx's
+    sqrt(e_g^2 + e_w^2) with g in e5m2 -- a reference the lab asserts against, not a loose bound."""
+    got, want = fp8.matmul_errors(64, 256, 64, seed=seed), fp8.predicted_matmul_errors(64, 256, 64, seed=seed)
+    assert got.keys() == want.keys()
+    for key in got:
+        assert got[key] == pytest.approx(want[key], rel=0.05), key
+    x, w, _ = fp8._operands(64, 256, 64, seed, 1.0)
+    assert want["y (e4m3 x e4m3)"] == pytest.approx(math.hypot(fp8.quantization_error(x), fp8.quantization_error(w)))
 
 
 def test_the_gemm_alone_equals_the_full_fp8_matmul() -> None:

@@ -1,6 +1,8 @@
 """labkit.precision.fp8_train (Lab 04): each fp8 recipe trains the MLP as well as fp32, up to the seed noise floor."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -11,13 +13,14 @@ CFG = fp8_train.MLPConfig(steps=120)
 
 @pytest.fixture(scope="module")
 def fp32() -> tuple[list[float], list[float]]:
-    return fp8_train.train_mlp(None, CFG), fp8_train.train_mlp(None, CFG, seed=1)
+    return fp8_train.train_mlp(None, CFG), fp8_train.train_mlp(None, CFG, init_seed=1)  # the lab's floor: same batches
 
 
 def test_fp32_learns_and_is_reproducible(fp32: tuple) -> None:
     ref, other = fp32
     assert ref[-1] < ref[0] / 5 and other[-1] < other[0] / 5
     assert fp8_train.train_mlp(None, CFG) == ref and ref != other
+    assert fp8_train.train_mlp(None, CFG, init_seed=0) == ref  # init_seed redraws the init only: seed 0's again
 
 
 @pytest.mark.parametrize("recipe", recipes.RECIPES)
@@ -62,3 +65,43 @@ def test_forward_operands_are_e4m3_and_gradients_e5m2(recipe: str, monkeypatch: 
                 found += [name] if is_grad else []
                 assert fmt == (recipes.E5M2 if is_grad else recipes.E4M3), f"step {step}: {name} cast to {fmt}"
         assert sorted(found) == ["g_h", "g_out", "g_out"]  # dW2 and dx take g_out, dW1 takes g_h
+
+
+def _first_operands(monkeypatch: pytest.MonkeyPatch, **kw) -> list[np.ndarray]:
+    """The batches x (the first forward matmul's left operand) of a 3-step run."""
+    real, xs = fp8_train.qmatmul, []
+    monkeypatch.setattr(fp8_train, "qmatmul", lambda a, b, *rest: (xs.append(np.array(a)) if rest[-1][0] == "x" else None)
+                        or real(a, b, *rest))
+    fp8_train.train_mlp("current", fp8_train.MLPConfig(steps=3), **kw)
+    monkeypatch.undo()
+    return xs
+
+
+def test_init_seed_keeps_the_batches_and_seed_changes_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lab's floor pairs two inits on the same batches, as section 6 does (review: it changed both)."""
+    base = _first_operands(monkeypatch)
+    assert all(np.array_equal(a, b) for a, b in zip(base, _first_operands(monkeypatch, init_seed=1)))
+    assert not np.array_equal(base[0], _first_operands(monkeypatch, seed=1)[0])
+
+
+def test_the_unscaled_control_fails_where_every_recipe_is_blind_to_the_divisor(fp32: tuple) -> None:
+    """A loss divided over 2^14 micro-batches: fp32 and the scaled recipes give the very same losses (a power of
+    two cancels in their scales); the bare cast flushes the small gradients and the judge must flag it."""
+    ref, other = fp32
+    small = replace(CFG, loss_divisor=2.0**14)
+    assert fp8_train.train_mlp(None, small) == ref
+    for recipe in ("current", "rowwise", "block"):
+        assert fp8_train.train_mlp(recipe, small) == fp8_train.train_mlp(recipe, CFG), recipe
+    j = noise.judge(fp8_train.train_mlp(recipes.UNSCALED, small), ref, other, start=20)
+    assert not j.within_noise and j.drift > 0 and j.ratio > 10 * noise.K_NOISE
+    assert noise.judge(fp8_train.train_mlp(recipes.UNSCALED, CFG), ref, other, start=20).within_noise  # O(1) values fit
+
+
+@pytest.mark.parametrize(("kw", "err", "match"), [
+    ({"cfg": fp8_train.MLPConfig(loss_divisor=0.0)}, ValueError, "loss_divisor must be a finite number > 0"),
+    ({"init_seed": -1}, ValueError, "init_seed must be >= 0, got -1"),
+    ({"seed": 0.5}, TypeError, "seed must be a whole number"),
+])
+def test_bad_settings_name_the_value(kw: dict, err: type, match: str) -> None:
+    with pytest.raises(err, match=match):
+        fp8_train.train_mlp(None, **kw)

@@ -146,6 +146,39 @@ def test_narrow_accumulation_grows_with_k_and_promotion_stops_it() -> None:
     np.testing.assert_allclose(R.limited_accumulation(a, b, acc_bits=23), a.astype(np.float64) @ b, rtol=1e-5)
 
 
+def test_the_accumulation_model_gets_e4m3_values_and_an_exact_reference() -> None:
+    """Review: the inputs were q / s with a scale that is no power of two -- not e4m3 values -- so the "fp32"
+    column (2.8e-7) held input rounding too. On e4m3 codes the products are exact and fp32 only adds its sums'."""
+    codes = R.e4m3_codes(np.random.default_rng(0).standard_normal((8, 256)))
+    assert np.array_equal(codes, codes.astype(ml_dtypes.float8_e4m3fn).astype(np.float64)) and np.abs(codes).max() == 448
+    rows = {r["K"]: r for r in R.accumulation_errors((256, 4096), m=32)}
+    assert all(r["fp32"] < 1e-7 for r in rows.values())  # fp32 sums alone (~2e-8 to 6e-8); q / s inputs gave 2.8e-7
+    one = R.limited_accumulation(codes[:, :32], codes[:, :32].T, acc_bits=23, rounding="nearest")  # one chunk: exact
+    np.testing.assert_array_equal(one, np.float64(np.float32(codes[:, :32] @ codes[:, :32].T)))
+
+
+def test_truncation_grows_linearly_in_k_and_rounding_as_its_square_root() -> None:
+    """The model's assumption, measured both ways: truncation errs toward zero every time (errors add, ~K),
+    round-to-nearest errors have random signs (they partly cancel, ~sqrt(K))."""
+    rows = R.accumulation_errors((256, 4096), m=32)
+    slope = {c: math.log(rows[1][c] / rows[0][c]) / math.log(16) for c in ("narrow", "narrow, round-to-nearest")}
+    assert 0.8 < slope["narrow"] < 1.2 and 0.3 < slope["narrow, round-to-nearest"] < 0.7, slope
+    assert rows[1]["narrow, round-to-nearest"] < rows[1]["narrow"] / 5
+    assert 0.005 < rows[1]["narrow, max error / RMS"] < 0.05  # DeepSeek-V3: "nearly 2%" at K = 4096
+    with pytest.raises(ValueError, match="rounding must be 'truncate' or 'nearest', got 'up'"):
+        R.limited_accumulation(codes := np.ones((2, 32)), codes.T, rounding="up")
+
+
+def test_unscaled_is_the_bare_cast_a_recipe_avoids() -> None:
+    small = np.full(64, 1e-4, np.float32)  # below e4m3's smallest subnormal 2^-9 / 2: the bare cast gives 0
+    assert not R.quantize(small, R.UNSCALED).any() and R.UNSCALED not in R.RECIPES
+    np.testing.assert_allclose(R.quantize(small, "current"), small, rtol=2.0**-4)  # a scale keeps them
+    x = np.random.default_rng(0).standard_normal(64)
+    np.testing.assert_array_equal(R.quantize(x, R.UNSCALED, R.E5M2), R.fake_quant(x, R.E5M2, 1.0))
+    with pytest.raises(ValueError, match="or 'unscaled', the control"):
+        R.quantize(x, "none")
+
+
 # ------------------------------------------------------------ bad input (issues #10, #12, #17)
 
 X = np.ones((4, 64), np.float32)

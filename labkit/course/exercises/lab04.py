@@ -128,6 +128,13 @@ FIXED_TIES = [(s * (1 + k * 2.0**-8), 7) for s in (1.0, -1.0) for k in (1, 3)]
 NEAR_TIES = [(1 + 2.0**-8 + 2.0**-30, 7), (-(1 + 3 * 2.0**-8 - 2.0**-30), 7)]
 
 
+def _bf16_cast(x: float) -> float:
+    """x cast to bfloat16 the way a learner would (through float32, ml_dtypes), back to float."""
+    import ml_dtypes
+
+    return float(np.float32(x).astype(ml_dtypes.bfloat16))
+
+
 def _round_bits(shift: int) -> Callable[[float, int], float]:
     return lambda x, b: round_to_bits(x, b + shift)
 
@@ -178,6 +185,10 @@ def check_round_to_bits(fn: Callable[[float, int], float]) -> CheckResult:
         Hint(lambda g, e, a: g == float(np.float32(a[0])), "that is a cast to float32, "
              "which always keeps 23 bits: round to mantissa_bits instead (bf16 keeps 7, tf32 10).",
              applies=lambda a: round_to_bits(a[0], 23) != a[0]),
+        Hint(lambda g, e, a: g in (_bf16_cast(a[0]), round_to_bits(a[0], 7)), "that is bf16 (7 bits) whatever "
+             "mantissa_bits says: a bf16 cast keeps 7 fraction bits on every case. Keep mantissa_bits of them "
+             "(10 for tf32): scale frexp's mantissa by 2**(mantissa_bits + 1), round(), scale back.",
+             applies=lambda a: a[1] != 7 and round_to_bits(a[0], 7) != round_to_bits(*a)),
     ]
     return check_function("round to mantissa bits", fn, round_to_bits, cases, hints=hints,
                           rtol=0.0, explain="With 10 bits (tf32) the relative error is at most "
@@ -226,6 +237,16 @@ def _us_swapped(s: float, g: int, f: bool, n: int, gf: float, bf: float) -> tupl
     return update_scale(s, g, not f, n, gf, bf)
 
 
+def _us_default_factors(s: float, g: int, f: bool, n: int, gf: float, bf: float) -> tuple[float, int]:
+    return update_scale(s, g, f, n, 2.0, 0.5)  # GradScaler's defaults typed in, the arguments ignored
+
+
+def _changes_scale_with_other_factors(args: tuple) -> bool:
+    """Cases where the step backs off or grows with a factor other than GradScaler's default."""
+    s, g, f, n, gf, bf = args
+    return (not f and bf != 0.5) or (f and g + 1 >= n and gf != 2.0)
+
+
 def check_update_scale(fn: Callable[..., tuple[float, int]]) -> CheckResult:
     """(Lab 04) ``fn(scale, good_steps, finite, growth_interval, growth_factor, backoff_factor)``."""
     __tracebackhide__ = True  # IPython: a failed check shows the learner's cell and the message, not labkit
@@ -251,6 +272,9 @@ def check_update_scale(fn: Callable[..., tuple[float, int]]) -> CheckResult:
              "of finite steps is broken."),
         Hint(_matches(_us_backoff_by_growth), "back off with backoff_factor (scale * backoff), "
              "not by dividing by growth_factor: they are separate settings."),
+        Hint(_matches(_us_default_factors), "use the growth_factor and backoff_factor arguments, not "
+             "GradScaler's defaults 2 and 0.5: the check draws other factors (e.g. 4 and 0.25).",
+             applies=_changes_scale_with_other_factors),
     ]
     return check_function("dynamic loss-scale update", fn, update_scale, cases, hints=hints,
                           rtol=1e-12, explain="Overflow shrinks the scale at once; growth "

@@ -73,6 +73,8 @@ ROUND_WRONG: list[tuple[Callable[..., float], str]] = [
      "you rounded halves up"),  # right on every non-tie: only the fixed ties catch it, every run
     (lambda x, b: math.ldexp(round(math.frexp(x)[0] * 2**b), math.frexp(x)[1] - b), "one bit short"),
     (lambda x, b: round_ref(x, b + 1), "one bit too many"),
+    (lambda x, b: float(np.float32(x).astype(ml_dtypes.bfloat16)), "that is bf16 (7 bits) whatever mantissa_bits"),
+    (lambda x, b: round_ref(x, 7), "that is bf16 (7 bits) whatever mantissa_bits"),
 ]
 
 # ----------------------------------------------------------------- 3. loss-scale update
@@ -102,6 +104,7 @@ US_WRONG: list[tuple[Callable[..., Any], str]] = [
     (lambda s, g, f, n, gf, bf: (s / gf, 0) if not f else us_ref(s, g, f, n, gf, bf), "back off with backoff_factor"),
     (lambda s, g, f, n, gf, bf: (s * bf, 0) if not f else (s * gf, 0), "you grow after every finite step"),
     (lambda s, g, f, n, gf, bf: us_ref(s, g, not f, n, gf, bf), "the branches are swapped"),
+    (lambda s, g, f, n, gf, bf: us_ref(s, g, f, n, 2.0, 0.5), "not GradScaler's defaults 2 and 0.5"),
 ]
 
 CHECKS: list[tuple[Callable[[Callable[..., Any]], CheckResult], Callable[..., Any],
