@@ -222,7 +222,8 @@ def test_lab02_skips_the_torch_breakdown_without_kernel_records(monkeypatch: pyt
     ns = {"torch_batches": [(None, None)], "tt": None, "DTYPE": "bf16", "tdev": "cuda:0", "plt": plt, "plots": plots,
           "show": lambda *a, **k: pytest.fail("a table was shown with no profile"), "phases": {"torch": phase},
           "xla": SimpleNamespace(matmul_flop_share=0.97), "slower_backward": SimpleNamespace(holds=True),
-          "ref_peak": {"bf16": SimpleNamespace(kind="spec")}, "labkit": SimpleNamespace(record=recorded.__setitem__)}
+          "ref_peak": {"bf16": SimpleNamespace(kind="spec")}, "labkit": SimpleNamespace(record=recorded.__setitem__),
+          "torch_here": True}
     for marker in ("breakdown.torch_op_breakdown(", "plots.plot_step_time_breakdown(ops", "if ops is not None:"):
         exec(next(c for c in cells if marker in c), ns)  # the lab's own cells, in order
     plt.close("all")
@@ -248,7 +249,7 @@ def test_lab02_breakdown_on_a_recorded_h100_profile(capsys: pytest.CaptureFixtur
           "breakdown": breakdown, "bound": SimpleNamespace(flops=989e12, kind="spec", label=lambda: "spec bf16 peak"), "slack": 1.0,
           "torch_ceiling": lambda: 989e12,  # section 6's first cell: the spec peak on a GPU
           "measure_into": lambda *a: pytest.fail("a spec peak is not measured again"), "DTYPE": "bf16",
-          "xla_matmul_share": 0.97, "labkit": SimpleNamespace(record=recorded.__setitem__)}
+          "xla_matmul_share": 0.97, "labkit": SimpleNamespace(record=recorded.__setitem__), "torch_skipped": 0}
     exec(cell, ns)
     out = capsys.readouterr().out
     assert recorded["op_share_matmul"] == pytest.approx(ops.matmul_share)
@@ -258,3 +259,52 @@ def test_lab02_breakdown_on_a_recorded_h100_profile(capsys: pytest.CaptureFixtur
     ns.update(tc=SimpleNamespace(flops=1e13), measure_into=lambda *a: [989e12])
     with pytest.raises(AssertionError, match="matmuls faster than the peak"):
         exec(cell, ns)
+
+
+def test_lab02_section6_without_torch_on_the_chip(capsys: pytest.CaptureFixture) -> None:
+    """A TPU runtime without torch-xla: section 6 says why torch is skipped, draws JAX's phases alone, records None."""
+    from types import SimpleNamespace
+
+    import matplotlib.pyplot as plt
+
+    from labkit.measure import plots
+
+    cells = ["".join(c["source"]) for c in _nb(ROOT / "labs/02_mfu.ipynb")["cells"] if c["cell_type"] == "code"]
+    recorded: dict[str, object] = {}
+    ns = {"torch_here": False, "DTYPE": "bf16", "plt": plt, "plots": plots,
+          "show": lambda *a, **k: pytest.fail("a torch table was shown without torch on the chip"),
+          "phases": {"jax": {"forward": 0.001, "backward": 0.003, "optimizer": 0.001}},  # section 6's JAX split
+          "xla": SimpleNamespace(matmul_flop_share=0.97), "ref_peak": {"bf16": SimpleNamespace(kind="spec")},
+          "labkit": SimpleNamespace(record=recorded.__setitem__)}
+    for marker in ("breakdown.torch_op_breakdown(", "plots.plot_step_time_breakdown(ops", "if ops is not None:"):
+        exec(next(c for c in cells if marker in c), ns)  # the lab's own cells, in order
+    plt.close("all")
+    assert ns["ops"] is None and recorded == {"op_share_matmul": None, "op_share_matmul_of_step": None}
+    assert "torch breakdown skipped: torch runs on this host's CPU" in capsys.readouterr().out
+
+
+def test_lab02_headline_follows_a_step_that_did_not_reproduce() -> None:
+    """Section 5: a re-timed step is the headline; a measured peak it beats is measured again, every headline restated."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from labkit.measure import bench, mfu, steptime
+
+    cells = ["".join(c["source"]) for c in _nb(ROOT / "labs/02_mfu.ipynb")["cells"] if c["cell_type"] == "code"]
+    recorded: dict[str, object] = {}
+    peak = mfu.measured_peak(1e11, "fp32", "CPU X", "jax matmul 512x512x512")
+    ns = {"mfu": mfu, "steptime": steptime, "bench": bench, "replace": replace, "flops_per_step": 4e8, "DTYPE": "fp32",
+          "rt": SimpleNamespace(chip="CPU X"), "measured": {"fp32": peak}, "ref_peak": {"fp32": peak}, "VARIANT": "palm",
+          "P": SimpleNamespace(batch=8), "T": 64, "labkit": SimpleNamespace(record=recorded.__setitem__),
+          "FRAMEWORKS": ("jax", "torch"), "step_s": {"jax": 0.010, "torch": 0.012},
+          "timing": {fw: SimpleNamespace(spread=0.05) for fw in ("jax", "torch")}}
+    exec(next(c for c in cells if "def headline(" in c), ns)  # section 4: 40% and 33% of the 0.1 TFLOP/s peak
+    assert recorded["mfu_jax"] == pytest.approx(0.4)
+    # jax re-timed at 3.5 ms: 0.114 TFLOP/s, above section 4's measured peak, which a busy moment had slowed
+    ns.update(reproduced={"jax": False, "torch": True}, step_s={"jax": 0.0035, "torch": 0.012},
+              measure_into=lambda tries, dt: tries.append(SimpleNamespace(flops_per_s=1.3e11, framework="torch",
+                                                                         name="matmul 512x512x512")) or [1.3e11])
+    exec(next(c for c in cells if "restate = [" in c), ns)
+    assert recorded["mfu_jax"] == pytest.approx(4e8 / 0.0035 / 1.3e11)  # the step as it runs now, the new peak
+    assert recorded["mfu_torch"] == pytest.approx(4e8 / 0.012 / 1.3e11)  # restated against the same peak
+    assert "1.3e+11" not in str(recorded["peak_used"]) and "0.13 TFLOP/s" in str(recorded["peak_used"])

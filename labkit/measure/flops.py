@@ -58,7 +58,8 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             "logits matmul, 2·d·V per token forward (torchtitan's head is untied, so it keeps it)"),
     Variant("causal", "matmul", True, "MaxText (causal attention halved)",
             "N = matmul weights incl. the head; attention counted for half the T×T scores, "
-            "as causal flash kernels skip the masked tiles"),
+            "as causal flash kernels skip the masked tiles (MaxText since its PR #1988, July 2025; "
+            "MFUs it published before then do not halve attention)"),
     Variant("matmul", "matmul", False, "every matmul of the XLA / math-attention program",
             "N = matmul weights (layers + tied head), full T×T attention: what XLA's dots "
             "and torch's FlopCounterMode (math attention) count; a causal flash kernel skips "

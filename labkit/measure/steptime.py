@@ -261,7 +261,8 @@ def fixed_share(t_small_s: float, t_big_s: float, ratio: float, extra_flops: flo
     With step = fixed + work x cost, a step of ``ratio`` x the work takes t_big = fixed + ratio (t_small - fixed),
     so fixed / t_small = (ratio t_small - t_big) / ((ratio - 1) t_small). The bigger step cannot do its
     ``extra_flops`` faster than ``peak_flops`` (FLOP/s): a difference under extra_flops / peak_flops seconds
-    is noise, and so is any share it would give.
+    is noise, and so is any share it would give. A share <= 0 says the bigger step cost as much or more per
+    token (the model does not fit: something other than the fixed part changed with the work).
     """
     for v in (t_small_s, t_big_s, extra_flops, peak_flops):
         relative_gap(v, v)  # positive numbers only

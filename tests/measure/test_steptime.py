@@ -208,6 +208,7 @@ def test_fixed_share_solves_fixed_plus_work_and_refuses_a_gap_faster_than_the_pe
     # 2 ms fixed + 1 ms per unit of work: 1 unit -> 3 ms, 8 units -> 10 ms; the fixed cost is 2/3 of the small step.
     assert steptime.fixed_share(0.003, 0.010, 8, 7e9, 1e13) == pytest.approx(2 / 3)
     assert steptime.fixed_share(0.003, 0.024, 8, 7e9, 1e13) == pytest.approx(0.0)  # all work: 8x the time
+    assert steptime.fixed_share(0.0017, 0.0139, 8, 7e9, 1e13) < 0  # more than 8x: more per token (Lab 02, a CPU)
     # Lab 02 on a 2-core CPU: batch 8 took 0.75 ms more than batch 1 for 8x the FLOPs, which need >= 2.5 ms at peak.
     assert steptime.fixed_share(0.0124, 0.01315, 8, 3.5e8, 1.4e11) is None
     with pytest.raises(ValueError, match="ratio must be > 1"):

@@ -70,6 +70,18 @@ def check_flops_per_token(fn: Callable[[GPTConfig, int], float]) -> CheckResult:
         Hint(_is(lambda c, t: 6 * _n(c, "all") + _att(c, t)), "you counted the embeddings' parameters: the "
              "position embedding (and LayerNorm weights) are in N but never multiply — count matmul weights only "
              "(the tied head's V·d stays in: it multiplies by wte)."),
+        Hint(_is(lambda c, t: 6 * _n(c, "no_wpe") + _att(c, t)), "that is nanoGPT's N (get_num_params(): every "
+             "parameter but the position embedding wpe): its LayerNorm gains and biases never multiply either — "
+             "count the matmul weights only (q/k/v, output projection, MLP, the tied head)."),
+        Hint(_is(lambda c, t: 6 * _n(c, "non_embedding") + _att(c, t)), "that is torchtitan's non-embedding N: "
+             "it drops wte, but here wte is also the tied head (logits = x·wteᵀ, a (d, V) matmul per token), so it "
+             "stays; and it keeps the LayerNorm weights, which never multiply. Count the matmul weights only."),
+        Hint(_is(lambda c, t: 6 * _n(c) + _att(c, t) * t), "12·L·H·Q·T is already per token: each token's q·kᵀ "
+             "and p·v run over the T positions once (T appears once); multiplying by T again gives the FLOPs of a "
+             "whole sequence."),
+        Hint(_is(lambda c, t: 6 * _n(c) + 12 * c.n_layer * c.n_head * d(c) * t), "Q is the head dimension, "
+             "cfg.head_dim = d_model / n_head, so H·Q = d_model: you multiplied n_head by d_model instead.",
+             applies=lambda a: a[0].n_head > 1),  # one head: H·d_model is H·Q, the right answer
         Hint(_is(lambda c, t: 6 * (_n(c) - c.vocab_size * d(c)) + _att(c, t)), "you left out the output "
              "head: logits = x·wteᵀ is a (d, V) matmul per token even though its weight is the tied embedding."),
         Hint(_is(lambda c, t: 6 * (_n(c) - c.vocab_size * d(c) + c.n_layer * (8 * d(c) ** 2 - 2 * d(c) * c.d_ff))

@@ -35,6 +35,10 @@ def _att(c: GPTConfig, t: int) -> int:
     return 12 * c.n_layer * c.d_model * t
 
 
+def _ln(c: GPTConfig) -> int:
+    return (4 * c.n_layer + 2) * c.d_model  # LayerNorm gains and biases: two norms per layer and the final one
+
+
 FPT_WRONG: list[tuple[Callable[..., float], str]] = [
     (lambda c, t: 2 * _n(c) + _att(c, t) / 3, "forward pass only"),
     (lambda c, t: 2 * _n(c) + _att(c, t), "forward + backward"),
@@ -48,6 +52,11 @@ FPT_WRONG: list[tuple[Callable[..., float], str]] = [
     (lambda c, t: 6 * (_n(c) - 2 * c.n_layer * c.d_model**2) + _att(c, t), "three d×d projections"),
     # att = 3·d·d: q, k, v but not c_proj (a wrong-answer probe got only "wrong on 20 of 20 cases")
     (lambda c, t: 6 * (_n(c) - c.n_layer * c.d_model**2) + _att(c, t), "left out attention's output projection"),
+    # N without wpe (nanoGPT) and without wte and wpe (torchtitan): LayerNorm's 2·d per norm, 2 per layer + a final one
+    (lambda c, t: 6 * (_n(c) + _ln(c)) + _att(c, t), "nanoGPT's N"),
+    (lambda c, t: 6 * (_n(c) - c.vocab_size * c.d_model + _ln(c)) + _att(c, t), "torchtitan's non-embedding N"),
+    (lambda c, t: 6 * _n(c) + _att(c, t) * t, "already per token"),  # 12·L·d·T²: per sequence
+    (lambda c, t: 6 * _n(c) + 12 * c.n_layer * c.n_head * c.d_model * t, "Q is the head dimension"),  # H·d_model
 ]
 
 # ---------------------------------------------------------------- 2. MFU from step time
