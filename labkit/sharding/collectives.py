@@ -7,7 +7,7 @@ as an all-reduce whose result each device cuts with a ``dynamic-slice`` at its o
 ``partition-id``; XLA's GPU pipeline fuses that pair into one reduce-scatter (its
 ``ReduceScatterCreator`` pass), its **CPU** pipeline leaves it as it is (a ``psum_scatter``
 written by hand still compiles to a native reduce-scatter on CPU). Such a pair is reported as
-``reduce-scatter`` with ``compiled_as="all-reduce + dynamic-slice (CPU)"``, so the table reads
+``reduce-scatter`` with ``compiled_as="all-reduce + dynamic-slice"``, so the table reads
 the same on every backend, and :attr:`Collective.compiled_ring_bytes` prices what ran. Each
 reduction says what it combines (:attr:`Collective.reduce_op`, from its ``to_apply`` computation):
 a sum, or e.g. the max of a softmax's row max over vocabulary shards — same bytes, no gradient.
@@ -40,7 +40,7 @@ KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective
 DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3": 1,
                "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
                "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
-EMULATED_RS = "all-reduce + dynamic-slice (CPU)"
+EMULATED_RS = "all-reduce + dynamic-slice"
 REDUCE_OPS = {"add": "sum", "maximum": "max", "minimum": "min", "multiply": "prod"}  # others keep their HLO name
 
 _ARRAY = re.compile(r"(?P<dtype>[a-z]+\d*[a-z\d]*)\[(?P<dims>[\d,]*)\]")
@@ -51,7 +51,7 @@ class Collective:
     """One collective of a compiled program, per device (Lab 03)."""
 
     kind: str  # one of KINDS (logical: an emulated reduce-scatter says "reduce-scatter")
-    compiled_as: str  # the HLO op(s) that implement it, e.g. "all-reduce + dynamic-slice (CPU)"
+    compiled_as: str  # the HLO op(s) that implement it, e.g. "all-reduce + dynamic-slice"
     name: str  # HLO instruction name
     shape: tuple[int, ...]  # operand shape on one device
     dtype: str  # HLO element type, e.g. "f32"

@@ -35,6 +35,7 @@ ITEMSIZE = 4  # bytes: the arrays are float32
 BUSBW_FALL = 0.10  # t = alpha + S/B makes busbw = S/t rise with S: a fall by more than this contradicts the model
 MAX_RESIDUAL = 0.25  # worst |measured - fitted| / measured of a fit the data accept
 MIN_POINTS = 3  # a line through two points always fits: accepting alpha and B takes a third
+FALL_SIGMAS = 2.0  # a larger call counts as faster, and a fixed cost as resolved, only beyond this many SE
 SE_MEDIAN = 0.93  # standard error of a median ~ 1.2533 sigma / sqrt(n), sigma ~ IQR / 1.349 (normal noise)
 
 
@@ -241,18 +242,37 @@ class FixedCost:
     kind: str
     excess_s: float  # t_small - floor - (S_small / S_large) (t_large - floor): alpha_in (1 - share) under the model
     se_s: float  # its standard error, from the three medians' spreads and repeats
-    # A larger call that took less time than the small one: under alpha + S / B time never falls with size, so
-    # the small call's excess is its noise, not a fixed cost (a CPU run: 32 KiB took 1,356 µs, 128 KiB 838 µs).
+    # A larger call that ran faster than the small one by more than FALL_SIGMAS standard errors of the two medians'
+    # difference: under alpha + S / B time never falls with size, so the data leave the model there and the small
+    # call's excess is no fixed cost (a CPU run: 32 KiB took 732 µs, 128 KiB 430 µs, 8 standard errors apart).
     falls: bool = False
+    small_bytes: int = 0  # D of the call the excess is read from (the smallest steady one)
+    faster_bytes: int = 0  # D of the first larger call that ran significantly faster (0: none did)
 
     @property
     def resolved(self) -> bool:
         """Is the fixed cost above two standard errors and do the times rise with size, i.e. measured? (Lab 03)."""
-        return self.excess_s > 2 * self.se_s and not self.falls
+        return self.excess_s > FALL_SIGMAS * self.se_s and not self.falls
+
+    def verdict(self) -> str:
+        """(Lab 03) Why the fixed cost is or is not resolved, in words, from this run's numbers."""
+        sig = f"{self.excess_s * 1e6:,.0f} ± {self.se_s * 1e6:,.0f} µs"
+        if self.falls:
+            return (f"not resolved: the {self.faster_bytes / 2**10:,.0f} KiB call ran faster than the "
+                    f"{self.small_bytes / 2**10:,.0f} KiB one by more than {FALL_SIGMAS:g} standard errors, which "
+                    "alpha + S/B forbids")
+        if self.resolved:
+            return f"a fixed cost per call, resolved ({sig}, over {FALL_SIGMAS:g} standard errors)"
+        return f"not resolved: {sig} is within {FALL_SIGMAS:g} standard errors of zero"
+
 
 
 def _se(seconds: float, spread: float, repeats: int) -> float:
     return SE_MEDIAN * spread * seconds / max(repeats, 1) ** 0.5  # seconds
+
+
+def _point_se(p: Point) -> float:
+    return _se(p.seconds, p.spread, p.repeats)
 
 
 def fixed_cost(points: Sequence[Point], floor_t: bench.Timing) -> FixedCost:
@@ -262,7 +282,8 @@ def fixed_cost(points: Sequence[Point], floor_t: bench.Timing) -> FixedCost:
     alpha + S / B, and more where the large one is slower than the model: the test leans against
     finding a fixed cost. It can fail: on a runtime whose collective adds nothing beyond the launch,
     the excess is noise. The small call is the smallest *steady* one (spread at most bench.NOISY_SPREAD, if
-    two are), and ``falls`` records a larger call that ran faster than it, which the model forbids.
+    two are), and ``falls`` records a larger call that ran faster than it by more than FALL_SIGMAS standard
+    errors of the difference, which the model forbids (a difference within the noise is no evidence).
     """
     steady = [p for p in points if p.spread <= bench.NOISY_SPREAD]
     small, big = (steady[0] if len(steady) >= 2 else points[0]), points[-1]
@@ -270,10 +291,11 @@ def fixed_cost(points: Sequence[Point], floor_t: bench.Timing) -> FixedCost:
     fl = floor_t.median_s
     excess = small.seconds - fl - share * (big.seconds - fl)
     se_floor = _se(fl, floor_t.spread, len(floor_t.times_s))
-    se = (_se(small.seconds, small.spread, small.repeats) ** 2 + ((1 - share) * se_floor) ** 2
-          + (share * _se(big.seconds, big.spread, big.repeats)) ** 2) ** 0.5
-    later = [p for p in points if p.sent_bytes > small.sent_bytes]
-    return FixedCost(small.kind, float(excess), float(se), falls=any(p.seconds < small.seconds for p in later))
+    se = (_point_se(small) ** 2 + ((1 - share) * se_floor) ** 2 + (share * _point_se(big)) ** 2) ** 0.5
+    faster = [p for p in points if p.sent_bytes > small.sent_bytes
+              and small.seconds - p.seconds > FALL_SIGMAS * (_point_se(small) ** 2 + _point_se(p) ** 2) ** 0.5]
+    return FixedCost(small.kind, float(excess), float(se), falls=bool(faster), small_bytes=small.array_bytes,
+                     faster_bytes=faster[0].array_bytes if faster else 0)
 
 
 def rows(points: Sequence[Point]) -> list[dict[str, Any]]:
@@ -286,11 +308,12 @@ def rows(points: Sequence[Point]) -> list[dict[str, Any]]:
 def best_kind(fits: Mapping[str, Fit], points: Mapping[str, Sequence[Point]]) -> str:
     """(Lab 03) The kind whose own fit describes its points best: the one a takeaway or a price rests on.
 
-    Lowest worst residual, not the series that grew most (one stalled point can make a series grow
-    most); growth only breaks a tie within 1 % of residual.
+    An accepted fit first; then the lowest worst residual, not the series that grew most (one stalled
+    point can make a series grow most); growth only breaks a tie within 1 % of residual.
     """
     growth = {k: pts[-1].seconds / pts[0].seconds for k, pts in points.items()}
-    return min(points, key=lambda k: (round(fits[k].max_rel_residual, 2), -growth[k]))
+    # an accepted fit before a rejected one: a two-point line fits with residual 0, yet the data refused the model
+    return min(points, key=lambda k: (not fits[k].accepted, round(fits[k].max_rel_residual, 2), -growth[k]))
 
 
 def for_runtime(chip: str, n: int) -> str | None:

@@ -137,3 +137,24 @@ def system_intensity(system: str, n: int | None = None, dtype: str = "bf16") -> 
     peak = hardware.CHIPS[topo.chip].peak(dtype)
     gbs = max(g for a in topology.ALGORITHMS if (g := topology.egress_gbs(topo, n, a)) is not None)
     return {"C FLOP/s": peak, "W bytes/s": gbs * 1e9, "C / W FLOP/byte": peak / (gbs * 1e9)}
+
+
+def compute_only_step_s(single_s: float, flops_single: float, flops_device: float, n_devices: int,
+                        shared_cores: bool) -> float:
+    """(Lab 03) Seconds a sharded step would take if it only computed: the unsharded step scaled by FLOPs.
+
+    Real chips (``shared_cores`` False) compute side by side: each runs ``flops_device`` of the unsharded
+    step's ``flops_single`` (both per device, ``flops_per_device``), so ideal scaling gives
+    single_s x flops_device / flops_single: single_s / N where no work is repeated, more where a layout
+    repeats some (tp's replicated LayerNorms). Simulated CPU devices share the cores the unsharded step
+    ran on, so all N devices' FLOPs queue there: single_s x N x flops_device / flops_single. The
+    measured step less this is what communication and everything else that does not scale cost.
+    """
+    single_s = check_real(single_s, "single_s", 0, hint=" s: the unsharded step's median time")
+    flops_single = check_real(flops_single, "flops_single", 0, hint="; flops_per_device(the unsharded step)")
+    flops_device = check_real(flops_device, "flops_device", 0, hint="; flops_per_device(the sharded step)")
+    n = check_count(n_devices, "n_devices", example=8)
+    if not isinstance(shared_cores, bool):
+        raise TypeError(f"shared_cores must be True (simulated devices on one host's cores) or False (real chips), "
+                        f"got {shared_cores!r}")
+    return single_s * flops_device / flops_single * (n if shared_cores else 1)

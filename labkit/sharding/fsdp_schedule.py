@@ -193,6 +193,6 @@ def row(m: dict[str, Any]) -> dict[str, Any]:
     """Table row of a :func:`measure` result, in KiB / MiB (Lab 03)."""
     return {"schedule": m["schedule"], "all-gathers": m["all-gathers"],
             "weight re-gathers": m["backward gathers"],
-            "... scheduled after the forward": m["backward gathers run in backward"],
+            "re-gathers run after the forward": m["backward gathers run in backward"],
             "all-gather KiB sent": m["all-gather bytes sent"] / 2**10,
             "KiB sent (all collectives)": m["bytes sent"] / 2**10, "peak MiB": m["peak bytes"] / 2**20}

@@ -16,7 +16,9 @@ layouts alone; :func:`check` compares with ``compiled.memory_analysis()``:
   ``donate_argnums`` would let the outputs reuse the inputs' buffers.
 
 :func:`zero_bytes` is the closed form the compiled figures are checked against: ZeRO's stages
-(Rajbhandari et al., "ZeRO", 2020) from Ψ, the fp32 parameter bytes, and N devices.
+(Rajbhandari et al., "ZeRO", 2020) from Ψ, the fp32 parameter bytes, and N devices;
+:func:`zero_check` sets a compiled step beside it. Both checks are exact only on an unpadded layout
+(XLA:CPU): XLA:TPU tiles arrays to (8, 128), so there the ratios are printed, not asserted.
 """
 
 from __future__ import annotations
@@ -199,3 +201,37 @@ def check(est: MemoryEstimate, compiled: Any) -> dict[str, Any]:
             "state ok": abs(state_ratio - 1) <= STATE_RTOL,
             "peak model MiB": est.peak / 2**20, "compiled peak MiB": compiled_peak(compiled) / 2**20,
             "peak ratio": peak_ratio, "peak ok": PEAK_BOUNDS[0] <= peak_ratio <= PEAK_BOUNDS[1]}
+
+
+# Where the 1 % state checks hold: XLA:CPU lays every array out unpadded. XLA:TPU tiles the two minor dimensions of
+# an f32 array to (8, 128) (a (256, 3, 256) w_qkv pads its 3 to 8), so its memory_analysis() counts more than the
+# closed form; other backends are not calibrated here. Elsewhere the ratio is printed, with UNCHECKED_WHY's reason.
+STATE_CHECKED_ON = ("cpu",)
+UNCHECKED_WHY = {"tpu": "XLA:TPU pads each array's two minor dims to (8, 128) tiles: the compiler counts padded bytes",
+                 "gpu": "not calibrated on XLA:GPU (the 1 % tolerance was set on XLA:CPU)"}
+
+
+def zero_check(compiled: Any, stage: str, psi: float, n: int, batch_bytes: int, platform: str) -> dict[str, Any]:
+    """(Lab 03) A step's compiled arguments and outputs vs ZeRO's closed form; ``asserted`` only where unpadded.
+
+    The step's arguments are the stage's state less its gradients (made and freed inside the step), plus
+    this device's ``batch_bytes`` and Adam's int32 step count; it returns the same state. ``ok``: both
+    within STATE_RTOL. ``asserted``: whether this platform's layout is unpadded (STATE_CHECKED_ON), so a
+    miss is an error; elsewhere ``why`` says why the ratio is only printed.
+    """
+    if stage not in ZERO_STAGES:
+        raise ValueError(f"stage must be one of {ZERO_STAGES}, got {stage!r}")
+    if isinstance(batch_bytes, bool) or not isinstance(batch_bytes, int) or batch_bytes < 0:
+        raise ValueError(f"batch_bytes must be this device's x and y bytes, an int >= 0, got {batch_bytes!r}")
+    if not isinstance(platform, str):
+        raise TypeError(f"platform must be a jax platform name such as 'cpu', got {platform!r}")
+    z = zero_bytes(psi, n)[stage]
+    kept = z["total"] - z["grads"]  # bytes per device
+    want = {"argument": kept + batch_bytes + 4, "output": kept}
+    got = compiled_memory(compiled)
+    ratio = {k: got[k] / v for k, v in want.items()}
+    asserted = platform in STATE_CHECKED_ON
+    return {"stage": stage, "arguments B": got["argument"], "ZeRO arguments B": want["argument"],
+            "argument ratio": ratio["argument"], "returned B": got["output"], "ZeRO returned B": want["output"],
+            "returned ratio": ratio["output"], "ok": all(abs(r - 1) <= STATE_RTOL for r in ratio.values()),
+            "asserted": asserted, "why": "" if asserted else UNCHECKED_WHY.get(platform, f"not calibrated on {platform}")}

@@ -36,16 +36,26 @@ class Stage:
     text: str  # the module's HLO text at that point
 
     @property
+    def stage(self) -> str:
+        """(Lab 03) Where this module sits: before propagation, propagated, or partitioned."""
+        propagation = PASSES[:2]  # Shardy's pass or GSPMD's
+        if self.after == "spmd-partitioning":
+            return "partitioned"
+        if self.after in propagation:
+            return "propagated"
+        return "before propagation" if self.before in propagation else f"before {self.before}"
+
+    @property
     def collectives(self) -> int:
         """(Lab 03) How many collectives the module holds at this point."""
         return len(coll.collectives(self.text))
 
     def row(self) -> dict[str, Any]:
-        """(Lab 03) Table row: instructions, how many carry a sharding, parameter shapes, collectives."""
+        """(Lab 03) Table row: stage, passes, instructions, how many carry a sharding, parameter shapes, collectives."""
         entry = hlo_text.entry_name(self.text)
         instrs, _, _ = hlo_text.parse_module(self.text)
         ops = [d for d in instrs.values() if d["computation"] == entry]  # the entry computation's, in order
-        return {"after pass": self.after, "next pass": self.before, "instructions": len(ops),
+        return {"stage": self.stage, "after pass": self.after, "next pass": self.before, "instructions": len(ops),
                 "with a sharding=": sum("sharding={" in d["attrs"] for d in ops),
                 "parameter shapes": ", ".join(re.sub(r"\{[^}]*\}", "", d["shape"]) for d in ops
                                               if d["op"] == "parameter"),  # layout {1,0} dropped

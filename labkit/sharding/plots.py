@@ -178,12 +178,14 @@ def plot_strategy_layouts(placed: Mapping[str, tuple[Mapping[str, Any], Any]], n
 
 
 def plot_strategy_costs(rows: Sequence[Mapping[str, Any]], link_gbs: Mapping[str, float],
-                        step_ms: Mapping[str, float], platform: str, n_devices: int, chip: str) -> Figure:
+                        step_ms: Mapping[str, float], platform: str, n_devices: int, chip: str,
+                        donated_mib: Mapping[str, float] | None = None) -> Figure:
     """Memory vs traffic, predicted communication per system, measured step time per strategy (Lab 03)."""
     # rows: one per strategy, the cell's table: "strategy", "ring KiB sent", "compiled MiB/device",
     #   "model MiB/device", and "<system> µs" for every system in link_gbs: the most GB/s one device pushes
     #   into a collective there (over all its chips; a smaller group, e.g. a line along one axis, may get less).
     # step_ms: measured median ms per step, by strategy and "single" (the unsharded reference).
+    # donated_mib: peak MiB per device with the inputs donated (arguments + temporaries), for the strategies known.
     strategies = [r["strategy"] for r in rows]
     colors = {n: plt.get_cmap("tab10")(i) for i, n in enumerate(strategies)}
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4.2))
@@ -202,9 +204,12 @@ def plot_strategy_costs(rows: Sequence[Mapping[str, Any]], link_gbs: Mapping[str
     lo = min(rows, key=lambda r: r["compiled MiB/device"])
     hi = max(rows, key=lambda r: r["compiled MiB/device"])
     loud = max(rows, key=lambda r: r["ring KiB sent"])
+    d = donated_mib or {}
+    donated = (f", {d[hi['strategy']] / d[lo['strategy']]:.1f}x donated" if lo["strategy"] in d and hi["strategy"] in d
+               else "")
     ax1.set_title(f"{lo['strategy']} needs {hi['compiled MiB/device'] / lo['compiled MiB/device']:.1f}x less memory "
-                  f"than {hi['strategy']} (no donation);\n{loud['strategy']} sends the most ({loud['ring KiB sent']:,.0f} KiB)",
-                  fontsize=10)
+                  f"than {hi['strategy']} (no donation{donated});\n{loud['strategy']} sends the most "
+                  f"({loud['ring KiB sent']:,.0f} KiB)", fontsize=10)
     ax1.legend(fontsize=7, loc="lower right")
 
     width = 0.38  # one bar per system, side by side around each strategy's tick
@@ -238,31 +243,45 @@ def plot_collective_fit(points: Mapping[str, Sequence[Any]], fits: Mapping[str, 
                         fixed: Mapping[str, Any] | None = None) -> Figure:
     """Measured collective time vs bytes sent, the fitted alpha + S / B, and a topology's prediction (Lab 03)."""
     # points: {kind: [comm_bench.Point]}; fits: {kind: comm_bench.Fit}; predicted: {kind: seconds per point};
-    # fixed: {kind: comm_bench.FixedCost}: when given, the title's fixed-cost clause is its verdict, not the growth
+    # fixed: {kind: comm_bench.FixedCost}: when given, the title's fixed-cost clause is its verdict, not the growth.
+    # A fit covers its kind's first len - dropped points (comm_bench.fit_model keeps a prefix): its line is drawn
+    # over those only, the points left out are hollow squares, and a fit the data reject is a grey dotted line.
     fig, ax = plt.subplots(figsize=(7.5, 4.4))
+    fitted = {}  # kind -> the points its fit used
     for i, (kind, pts) in enumerate(points.items()):
         color = plt.get_cmap("tab10")(i)
-        s = np.array([p.sent_bytes for p in pts])
-        t = np.array([p.seconds for p in pts])
         f = fits[kind]
+        kept = max(len(pts) - f.dropped, 1)
+        fitted[kind] = list(pts[:kept])
+        s = np.array([p.sent_bytes for p in pts])
+        t = np.array([p.seconds for p in pts]) * 1e6  # µs
         err = np.array([p.spread * p.seconds / 2 for p in pts]) * 1e6  # ± half the interquartile range
-        ax.errorbar(s, t * 1e6, yerr=err, fmt="o", color=color, capsize=3, label=f"{kind}: measured (median ± IQR/2)")
+        ax.errorbar(s[:kept], t[:kept], yerr=err[:kept], fmt="o", color=color, capsize=3,
+                    label=f"{kind}: measured (median ± IQR/2)")
+        if kept < len(pts):
+            ax.errorbar(s[kept:], t[kept:], yerr=err[kept:], fmt="s", mfc="none", ms=9, color=color, capsize=3,
+                        label=f"{kind}: left out of the fit (busbw fell)")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        grid = np.geomspace(s.min(), s.max(), 50)
-        bw = f"B = {f.gbs:.3g} GB/s" if f.gbs else "B not resolved"  # ring-model bytes sent per second
-        ax.loglog(grid, [max(f.seconds(g), 1e-9) * 1e6 for g in grid], "-", color=color,
-                  label=f"{kind}: fit, alpha = {f.alpha_s * 1e6:.3g} µs, {bw}")
+        grid = np.geomspace(s[0], s[kept - 1], 50)
+        line = [max(f.seconds(g), 1e-9) * 1e6 for g in grid]
+        if f.accepted:
+            unresolved = fixed is not None and kind in fixed and not fixed[kind].resolved
+            alpha = f"alpha = {f.alpha_s * 1e6:.3g} µs" + (" (fit; fixed cost not resolved)" if unresolved else "")
+            ax.loglog(grid, line, "-", color=color, label=f"{kind}: fit, {alpha}, B = {f.gbs:.3g} GB/s")
+        else:
+            ax.loglog(grid, line, ":", color="gray", label=f"{kind}: fit rejected (read neither alpha nor B)")
         if predicted and kind in predicted:
             ax.loglog(s, np.array(predicted[kind]) * 1e6, "--", color=color, label=f"{kind}: topology (bandwidth only)")
     ax.set_xlabel("bytes each device sends (S, ring model)")
     ax.set_ylabel("time per collective (µs)")
     # The takeaway rests on the series its own fit describes best (comm_bench.best_kind), not on
-    # whichever grew most, and on its smallest and largest *steady* points: a noisy one (marked x)
-    # says little about the time, so it sets the ratio only when fewer than two points are steady.
+    # whichever grew most, over the points that fit used, and on its smallest and largest *steady* ones: a
+    # noisy one (marked x) says little about the time, so it sets the ratio only when fewer than two are steady.
     best = comm_bench.best_kind(fits, points)
-    steady = [p for p in points[best] if p.spread <= bench.NOISY_SPREAD]
-    ends = (steady[0], steady[-1]) if len(steady) >= 2 else (points[best][0], points[best][-1])
+    used = fitted[best]
+    steady = [p for p in used if p.spread <= bench.NOISY_SPREAD]
+    ends = (steady[0], steady[-1]) if len(steady) >= 2 else (used[0], used[-1])
     grow = ends[1].seconds / ends[0].seconds
     span = ends[1].sent_bytes / ends[0].sent_bytes
     noisy = [(p.sent_bytes, p.seconds * 1e6) for pts in points.values() for p in pts
@@ -273,11 +292,17 @@ def plot_collective_fit(points: Mapping[str, Sequence[Any]], fits: Mapping[str, 
     why = ("a fixed cost per call hides the bytes of the small ones" if grow < span / 2
            else "time grows with the bytes: bandwidth-bound throughout")
     if fixed is not None and best in fixed and not fixed[best].resolved and grow < span / 2:
-        why = "time grows slower than the bytes, but no fixed cost per call is resolved from the noise"
-    flag = f"; {len(noisy)} noisy point{'s' * (len(noisy) != 1)} marked x" if noisy else ""
-    which = ("" if len(steady) == len(points[best]) else " steady points" if len(steady) >= 2
+        why = ("time grows slower than the bytes, but no fixed cost per call is resolved "
+               + ("(a larger call ran faster)" if fixed[best].falls else "from the noise"))
+    if not fits[best].accepted:
+        why = "neither fit accepted: the data reject alpha + S/B here; " + why
+    left = len(points[best]) - len(used)
+    flag = (f"; {left} left out of the fit" if left else "") + (
+        f"; {len(noisy)} noisy point{'s' * (len(noisy) != 1)} marked x" if noisy else "")
+    which = ("" if len(steady) == len(used) else " steady points" if len(steady) >= 2
              else " all points, noisy ones included")
-    ax.set_title(f"{where}: {span:.0f}x the bytes took {grow:.0f}x the time ({best}{which}, the better fit{flag})"
+    verdict = "the better fit" if fits[best].accepted else "no fit accepted"
+    ax.set_title(f"{where}: {span:.0f}x the bytes took {grow:.0f}x the time ({best}{which}, {verdict}{flag})"
                  f"\n{why}", fontsize=10)
     ax.legend(fontsize=7)
     fig.tight_layout()

@@ -15,6 +15,12 @@ into the collective, W one way per link (``labkit.runtime.systems.TOPOLOGIES``):
 - **hierarchical** (switch nodes joined by a network, e.g. InfiniBand): inside the node over
   the switch, then 1/g of the array across the m nodes over each GPU's own NIC:
   T = f(g-1)/g D / B + f(m-1)/m (D/g) / B_net, f = 2 for an all-reduce and 1 otherwise.
+
+An **all-to-all** sends each peer its own 1/n of D, so on a ring or torus most chunks cross several
+hops and the links, not the egress, limit it: half the group sends n/2 x D/n to the other half,
+n D/4 bytes each way across the cut that halves the group (:func:`bisection_gbs`). It costs at least
+that over the bisection's bandwidth (2.3x the egress price on a v5e-8, 8x on a 16x16 torus); through a
+switch every chunk is one hop and the egress price holds.
 """
 
 from __future__ import annotations
@@ -85,6 +91,17 @@ def best_gbs(topo: str | systems.Topology, n: int) -> float:
     return max(rates)
 
 
+def bisection_gbs(topo: str | systems.Topology, n: int) -> float:
+    """(Lab 03) GB/s one way across the cut that halves a group of n chips of a ring or torus (not a switch)."""
+    topo = get(topo)
+    if topo.kind == "switch":
+        raise ValueError(f"{topo.name} is a switch: every chip reaches every other in one hop, no bisection limits it")
+    axes = axes_for(topo, n)
+    a = max(axes, key=lambda i: topo.shape[i])  # cut across the group's longest axis: the fewest links
+    # n / k rings (or lines) of that axis cross the cut: 2 links each with wraparound, 1 on a line; W one way each
+    return n // topo.shape[a] * (2 if topo.wraparound[a] else 1) * topo.link_gbs
+
+
 def collective_time(kind: str, array_bytes: float, n: int, topo: str | systems.Topology,
                     algorithm: str = "best") -> float | None:
     """Seconds for one collective about a D-byte array over n chips (bandwidth only) (Lab 03).
@@ -113,7 +130,12 @@ def collective_time(kind: str, array_bytes: float, n: int, topo: str | systems.T
         across = bytes_sent(kind, array_bytes / g, m) / (topo.network_gbs * 1e9)
         return inside + across
     gbs = egress_gbs(topo, n, algorithm)
-    return None if gbs is None else bytes_sent(kind, array_bytes, n) / (gbs * 1e9)
+    if gbs is None:
+        return None
+    t = bytes_sent(kind, array_bytes, n) / (gbs * 1e9)
+    if kind == "all-to-all" and topo.kind != "switch":  # n D / 4 bytes each way across the halving cut
+        t = max(t, n * array_bytes / 4 / (bisection_gbs(topo, n) * 1e9))
+    return t
 
 
 def price(topo: str | systems.Topology, kind: str, array_bytes: float,
@@ -141,6 +163,6 @@ def table_time(table: Iterable[Collective], topo: str | systems.Topology,
     for c in check_table(table):
         if c.kind == "collective-permute":
             total += c.array_bytes * scale / (get(topo).link_gbs * 1e9)  # one hop, one link
-        else:  # an all-to-all is priced by its bytes, like a ring (a torus's bisection can make it slower)
+        else:  # an all-to-all on a ring or torus: at least its bisection time (collective_time)
             total += collective_time(c.kind, c.array_bytes * scale, c.group_size, topo)
     return total

@@ -269,3 +269,35 @@ def test_a_fixed_cost_needs_times_that_rise_with_size() -> None:
     noisy_first = [cb.Point(**{**pts[0].__dict__, "seconds": 10 * pts[0].seconds, "spread": 0.9}), *pts[1:]]
     c = cb.fixed_cost(noisy_first, floor_t)
     assert not c.falls and c.excess_s == pytest.approx(cb.fixed_cost(pts[1:], floor_t).excess_s)
+
+
+def test_a_larger_call_counts_as_faster_only_beyond_two_standard_errors() -> None:
+    """Cold read of a CPU run: 32 KiB took 485.7 µs (spread 0.097), 128 KiB 455.2 µs (0.221), 15 repeats each:
+    30 µs apart, 1.1 standard errors of the difference. That within-noise inversion used to override a fixed
+    cost 12.8 standard errors above zero; the verdict flipped from run to run."""
+    floor_t = bench.Timing(tuple([188e-6] * 20), warmup=1)
+    mk = lambda d, t, sp: cb.Point("all-gather", 8, d, coll.bytes_sent("all-gather", d, 8), t, sp, 15)  # noqa: E731
+    pts = [mk(2**15, 485.7e-6, 0.097), mk(2**17, 455.2e-6, 0.221), mk(2**19, 768.2e-6, 0.349),
+           mk(2**21, 2701e-6, 0.30), mk(2**23, 13880e-6, 0.48)]
+    c = cb.fixed_cost(pts, floor_t)
+    assert not c.falls and c.resolved and c.excess_s > 10 * c.se_s, c
+    assert c.verdict().startswith("a fixed cost per call, resolved (")
+    # The all-reduce of the same run: 32 KiB 732.5 µs (0.141), 128 KiB 430.1 µs (0.269): about 8 standard errors.
+    ar = [cb.Point("all-reduce", 8, p.array_bytes, coll.bytes_sent("all-reduce", p.array_bytes, 8), t, sp, 15)
+          for p, t, sp in zip(pts, (732.5e-6, 430.1e-6, 793.8e-6, 3728e-6, 19290e-6), (0.141, 0.269, 0.183, 0.4, 0.46))]
+    c = cb.fixed_cost(ar, floor_t)
+    assert c.falls and not c.resolved and c.faster_bytes == 2**17 and c.small_bytes == 2**15
+    assert c.verdict() == ("not resolved: the 128 KiB call ran faster than the 32 KiB one by more than 2 standard "
+                           "errors, which alpha + S/B forbids")
+    # An excess inside its noise says so, by cause.
+    flat = [cb.Point(**{**p.__dict__, "spread": 0.01, "repeats": 10}) for p in points("all-reduce", 188e-6, 1.0)]
+    c = cb.fixed_cost(flat, floor_t)
+    assert not c.resolved and not c.falls and "within 2 standard errors of zero" in c.verdict()
+
+
+def test_best_kind_prefers_an_accepted_fit_to_a_two_point_line() -> None:
+    # A two-point fit has no residual at all, yet it is not accepted: it must not outrank a good three-point fit.
+    ag, ar = points("all-gather", 300e-6, 1.0), points("all-reduce", 300e-6, 1.0)
+    fits = {"all-gather": cb.fit(ag[:2]), "all-reduce": cb.Fit("all-reduce", 3e-4, 1.0, 4, 0.05)}
+    assert fits["all-gather"].max_rel_residual < 1e-9 and not fits["all-gather"].accepted
+    assert cb.best_kind(fits, {"all-gather": ag, "all-reduce": ar}) == "all-reduce"

@@ -123,3 +123,28 @@ print("RESULT" + json.dumps({"error": out, "compiled": R.flops_per_device(lowere
 """, timeout=120)
     assert "(Lowered): call .compile() first" in res["error"]
     assert res["compiled"] > 0
+
+
+def test_compute_only_step_on_real_chips_and_on_simulated_devices() -> None:
+    """A cold read: 'sharded step - unsharded step' is communication only on a shared host. On 8 real chips
+    each device computes 1/8 of the FLOPs, so that difference is comm - 7/8 compute: negative, meaningless."""
+    single, flops = 80e-3, 8e9  # the unsharded step: 80 ms for 8 GFLOP on one device
+    # dp on 8 real chips: each runs 1 GFLOP, in parallel -> 10 ms of compute; a 15 ms step spent 5 ms elsewhere
+    real = R.compute_only_step_s(single, flops, 1e9, 8, shared_cores=False)
+    assert real == pytest.approx(10e-3) and 15e-3 - real == pytest.approx(5e-3)
+    assert 15e-3 - single < 0  # what the old column showed on real chips
+    # tp repeats some work (replicated LayerNorms): 1.2 GFLOP per device -> 12 ms ideal, not 10
+    assert R.compute_only_step_s(single, flops, 1.2e9, 8, shared_cores=False) == pytest.approx(12e-3)
+    # 8 simulated devices on the host's cores: all 8 GFLOP queue on the cores the unsharded step had -> 80 ms
+    assert R.compute_only_step_s(single, flops, 1e9, 8, shared_cores=True) == pytest.approx(single)
+    assert R.compute_only_step_s(single, flops, 1.2e9, 8, shared_cores=True) == pytest.approx(96e-3)
+
+
+@pytest.mark.parametrize("args, err, match", [
+    ((0.0, 8e9, 1e9, 8, False), ValueError, "single_s"),
+    ((1.0, 8e9, 1e9, 0, False), ValueError, "n_devices"),
+    ((1.0, 8e9, 1e9, 8, "yes"), TypeError, "shared_cores must be True"),
+])
+def test_compute_only_step_refuses_bad_input(args: tuple, err: type, match: str) -> None:
+    with pytest.raises(err, match=match):
+        R.compute_only_step_s(*args)

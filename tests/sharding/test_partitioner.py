@@ -20,8 +20,17 @@ ENTRY %main.0 (x.0: f32[16,32], w.0: f32[32,8]) -> f32[16,8] {
 
 def test_stage_row_from_hlo_text() -> None:
     row = Pt.Stage("shardy-xla", "spmd-partitioning", PROPAGATED).row()
-    assert row == {"after pass": "shardy-xla", "next pass": "spmd-partitioning", "instructions": 3,
-                   "with a sharding=": 3, "parameter shapes": "f32[16,32], f32[32,8]", "collectives": 0}
+    assert row == {"stage": "propagated", "after pass": "shardy-xla", "next pass": "spmd-partitioning",
+                   "instructions": 3, "with a sharding=": 3, "parameter shapes": "f32[16,32], f32[32,8]", "collectives": 0}
+
+
+def test_each_stage_is_named() -> None:
+    """A cold read met 'after conditional-canonicalizer' as the first row, unexplained: it is the module before propagation."""
+    names = [Pt.Stage(a, b, PROPAGATED).stage for a, b in (("conditional-canonicalizer", "shardy-xla"),
+                                                           ("shardy-xla", "spmd-partitioning"),
+                                                           ("spmd-partitioning", "control-dep-rewriter"),
+                                                           ("x", "sharding-propagation"))]
+    assert names == ["before propagation", "propagated", "partitioned", "before propagation"]
 
 
 @pytest.mark.parametrize("passes", [(), ("spmd partitioning",), (3,), ".*", "spmd-partitioning"])
@@ -48,6 +57,7 @@ def test_propagation_then_partitioning() -> None:
     r = run_result(SCRIPT, timeout=240)
     rows = {row["after pass"]: row for row in r["rows"]}
     assert r["rows"][0]["next pass"] in ("shardy-xla", "sharding-propagation")  # the module before propagation
+    assert [row["stage"] for row in r["rows"]] == ["before propagation", "propagated", "partitioned"]
     prop = rows.get("shardy-xla") or rows["sharding-propagation"]
     split = rows["spmd-partitioning"]
     # Propagation annotates every instruction and inserts nothing; the partitioner splits shapes and inserts.

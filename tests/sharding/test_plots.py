@@ -146,3 +146,58 @@ def test_link_title_gives_the_range_when_strategies_differ():
     fig = plots.plot_strategy_costs(rows, {"slow ring": 100.0, "fast switch": 400.0}, {"single": 2.0, "tp": 6.0},
                                     platform="cpu", n_devices=8, chip="CPU")
     assert "fast switch communicates\n4.0-9.0x faster than slow ring" in fig.axes[1].get_title()
+
+
+def test_strategy_costs_title_gives_the_donated_ratio_too():
+    """A cold read: the panel said 'fsdp needs 2.2x less memory (no donation)' while a practitioner donates (1.3x)."""
+    fig = plots.plot_strategy_costs(_rows(), {"slow ring": 100.0, "fast switch": 400.0}, {"dp": 1.0},
+                                    platform="cpu", n_devices=8, chip="CPU", donated_mib={"dp": 5.6, "fsdp": 4.2})
+    assert "fsdp needs 4.0x less memory than dp (no donation, 1.3x donated)" in fig.axes[0].get_title()
+
+
+def _pts(kind: str, times_us: list[float], spread: float = 0.05) -> list:
+    from labkit.sharding import collectives as coll, comm_bench as cb
+
+    sizes = [2**k for k in range(15, 15 + 2 * len(times_us), 2)]
+    return [cb.Point(kind, 8, d, coll.bytes_sent(kind, d, 8), t * 1e-6, spread, 15) for d, t in zip(sizes, times_us)]
+
+
+def test_collective_fit_draws_what_each_fit_used_and_greys_a_rejected_fit():
+    """A cold read of the plot: the rejected all-reduce fit looked like the accepted one, the all-gather line ran
+    across its excluded 8 MiB point, unmarked, and the title's '256x the bytes took 29x' ended on that point."""
+    from labkit.measure import bench
+    from labkit.sharding import comm_bench as cb
+
+    pts = {"all-gather": _pts("all-gather", [486, 455, 768, 2701, 13880]),  # the last one's busbw fell
+           "all-reduce": _pts("all-reduce", [732, 430, 794, 3728, 19290])}
+    fits = {k: cb.fit_model(p) for k, p in pts.items()}
+    assert fits["all-gather"].accepted and fits["all-gather"].dropped == 1 and not fits["all-reduce"].accepted
+    floor_t = bench.Timing(tuple([188e-6] * 20), warmup=1)
+    fixed = {k: cb.fixed_cost(p, floor_t) for k, p in pts.items()}
+    assert fixed["all-reduce"].falls
+    fixed["all-gather"] = cb.FixedCost("all-gather", 1e-6, 1e-6)  # pretend: not resolved, within the noise
+    ax = plots.plot_collective_fit(pts, fits, where="x", fixed=fixed).axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "all-reduce: fit rejected (read neither alpha nor B)" in labels
+    assert any(t.startswith("all-gather: fit, alpha = ") and "(fit; fixed cost not resolved)" in t for t in labels)
+    assert "all-gather: left out of the fit (busbw fell)" in labels
+    lines = {ln.get_label(): ln for ln in ax.get_lines() if not ln.get_label().startswith("_")}
+    ag_fit = next(ln for k, ln in lines.items() if k.startswith("all-gather: fit"))
+    ar_fit = lines["all-reduce: fit rejected (read neither alpha nor B)"]
+    assert ar_fit.get_linestyle() == ":" and ar_fit.get_color() == "gray" and ag_fit.get_linestyle() == "-"
+    # each line spans only its fitted points: the all-gather's ends at its 4th point, not the dropped 8 MiB one
+    assert max(ag_fit.get_xdata()) == pytest.approx(pts["all-gather"][3].sent_bytes)
+    title = ax.get_title()
+    kept = pts["all-gather"][:4]  # the title reads the better (accepted) fit, over the points it used
+    grow, span = kept[-1].seconds / kept[0].seconds, kept[-1].sent_bytes / kept[0].sent_bytes
+    assert f"{span:.0f}x the bytes took {grow:.0f}x the time (all-gather, the better fit; 1 left out of the fit" in title
+
+
+def test_collective_fit_title_says_when_no_fit_is_accepted():
+    from labkit.sharding import comm_bench as cb
+
+    pts = {k: _pts(k, [500, 300, 900, 600]) for k in ("all-gather", "all-reduce")}  # busbw falls at once
+    fits = {k: cb.fit_model(p) for k, p in pts.items()}
+    assert not any(f.accepted for f in fits.values())
+    title = plots.plot_collective_fit(pts, fits, where="x").axes[0].get_title()
+    assert "no fit accepted" in title and "neither fit accepted: the data reject alpha + S/B here" in title

@@ -6,7 +6,7 @@ import pytest
 
 from labkit.runtime import hardware, systems
 from labkit.sharding import topology as T
-from labkit.sharding.collectives import Collective
+from labkit.sharding.collectives import Collective, bytes_sent
 
 D = 1e9  # bytes: the full array of every collective below
 AR8 = 2 * 7 / 8 * D  # bytes one device sends in an all-reduce over 8 (ring)
@@ -131,3 +131,27 @@ def test_lab03_model_claims_from_the_spec_table() -> None:
     # Per byte, every group of the v5e-8 is slower than the H100 switch; its 4- and 2-chip lines slower than its ring.
     assert all(T.best_gbs("TPU v5e-8", n) < T.best_gbs("8x H100 SXM", n) for n in (8, 4, 2))
     assert T.best_gbs("TPU v5e-8", 4) < T.best_gbs("TPU v5e-8", 8) and T.best_gbs("TPU v5e-8", 2) < T.best_gbs("TPU v5e-8", 8)
+
+
+def test_an_all_to_all_on_a_ring_or_torus_is_bisection_bound() -> None:
+    """A cold read: an all-to-all was priced by its bytes sent, 'like a ring', though on a ring most chunks cross
+    several hops. Hand counts: half the group sends n/2 x D/n to the other half, n D / 4 bytes each way."""
+    D = 2**30
+    # v5e-8 (2x4 grid, no wraparound): the halving cut crosses the 4-long axis on its 2 rows: 2 links, 50 GB/s each way
+    assert T.bisection_gbs("TPU v5e-8", 8) == 100.0
+    assert T.collective_time("all-to-all", D, 8, "TPU v5e-8") == pytest.approx(8 * D / 4 / 100e9)  # 21.5 ms
+    egress = bytes_sent("all-to-all", D, 8) / (T.best_gbs("TPU v5e-8", 8) * 1e9)  # 9.4 ms: what it was priced at
+    assert T.collective_time("all-to-all", D, 8, "TPU v5e-8") / egress == pytest.approx(64 / 28)
+    # The same by summing links: on a 4-chip line, the middle link carries {0, 1} -> {2, 3}: 2 x 2 x D/4 = D.
+    assert T.collective_time("all-to-all", D, 4, "TPU v5e-8") == pytest.approx(D / 50e9)
+    # v5e-256, a 16x16 torus with wraparound: 16 rings x 2 links cross the cut -> 32 x 50 GB/s; 8x the egress price
+    assert T.bisection_gbs("TPU v5e-256", 256) == 1600.0
+    t = T.collective_time("all-to-all", D, 256, "TPU v5e-256")
+    assert t == pytest.approx(256 * D / 4 / 1600e9)
+    assert t / (bytes_sent("all-to-all", D, 256) / (T.best_gbs("TPU v5e-256", 256) * 1e9)) == pytest.approx(8 * 256 / 255)
+    # Through a switch every chunk is one hop: the egress price holds, and there is no bisection to ask for.
+    assert T.collective_time("all-to-all", D, 8, "8x H100 SXM") == pytest.approx(7 / 8 * D / 450e9)
+    with pytest.raises(ValueError, match="is a switch"):
+        T.bisection_gbs("8x H100 SXM", 8)
+    # Other kinds are unchanged: a ring all-reduce's links each carry exactly its bytes sent.
+    assert T.collective_time("all-reduce", D, 8, "TPU v5e-8") == pytest.approx(2 * 7 / 8 * D / 100e9)

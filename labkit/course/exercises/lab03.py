@@ -253,11 +253,17 @@ def check_fixed_layout(fn: Callable[[], dict[str, tuple]]) -> CheckResult:
             msg = ("w2 is still split by its output columns. x @ w1 leaves each device a slice "
                    "of the hidden units (d_ff), so w2 must be split the same way — by its rows "
                    "(d_ff) — to use that slice without gathering it: (\"model\", None).")
-        elif w1[0] == "model":
-            msg = ("w1 is split along d_model, its rows: each device computes partial sums of "
-                   "the whole hidden layer, which must then be re-split along d_ff for w2 "
-                   f"({', '.join(sorted(set(c.kind for c in gathers)))}). Split w1 by its "
-                   "columns (d_ff) instead: (None, \"model\").")
+        elif w1[0] == "model" and w2[1] == "model":  # compiled (XLA:CPU): all-reduce of h, then all-gather of y
+            msg = ("w1 is split along d_model, its rows: each device computes partial sums of the whole hidden "
+                   "layer h, which must be all-reduced; w2 split by its columns then leaves each device a slice of "
+                   "y's columns, which the replicated output must gather (all-gather). Split w1 by its columns "
+                   "(None, \"model\") and w2 by its rows (\"model\", None): h stays split along d_ff and only "
+                   "y's partial sums are added.")
+        elif w1[0] == "model" and w2[0] == "model":  # w2 split by rows (d_ff); compiled (XLA:CPU): an all-to-all of w1, then y's all-reduce
+            msg = ("w1 is split along d_model, its rows, and w2 along d_ff: w1's split would leave partial sums of "
+                   "the whole hidden layer, which w2's rows cannot use, so the partitioner re-splits w1 itself by "
+                   f"its columns (d_ff) every step ({', '.join(sorted(set(c.kind for c in gathers)))} of w1's "
+                   "shards) before the matmul. Split w1 by its columns (d_ff) from the start: (None, \"model\").")
         else:
             shapes = ", ".join(f"{c.kind} {c.shape} from {c.origin}" for c in gathers)
             msg = f"still moving activations: {shapes}. Split w1's and w2's d_ff dims."

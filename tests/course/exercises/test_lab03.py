@@ -115,6 +115,7 @@ for name, layout in [("right", {"w1": (None, "model"), "w2": ("model", None)}),
                      ("broken", lab03.BROKEN_LAYOUT),
                      ("w2_whole", {"w1": (None, "model"), "w2": (None, None)}),
                      ("w1_rows", {"w1": ("model", None), "w2": ("model", None)}),
+                     ("w1_rows_w2_cols", {"w1": ("model", None), "w2": (None, "model")}),
                      ("not_dict", [("model", None)]),
                      ("bad_axis", {"w1": (None, "expert"), "w2": ("model", None)}),
                      ("both_whole", {"w1": (None, None), "w2": (None, None)}),
@@ -128,6 +129,11 @@ for name, layout in [("right", {"w1": (None, "model"), "w2": ("model", None)}),
                      ("returned_none", None)]:
     r = lab03.check_fixed_layout(lambda layout=layout: layout)
     out["fix_" + name] = [r.status, r.message]
+
+# What the two w1-by-rows hints say the compiler does: (kind, operand shape) of every collective.
+for name, layout in [("w1_rows", {"w1": ("model", None), "w2": ("model", None)}),
+                     ("w1_rows_w2_cols", {"w1": ("model", None), "w2": (None, "model")})]:
+    out["compiled_" + name] = sorted([c.kind, list(c.shape)] for c in lab03.compile_mlp(layout)[0])
 
 def raises():  # the learner's own bug: reported as a failed check, not a traceback
     cfg = {"w1": (None, "model")}
@@ -215,7 +221,11 @@ def test_an_answer_without_the_shape_argument_is_told_the_signature(verdicts: di
                    "memory. Split their d_ff dimension."),
     ("not_a_tuple", 'layout["w2"] = 5 is not a tuple'),
     ("too_long", "w1 has 2 dimensions (32, 128)"),
-    ("w1_rows", "w1 is split along d_model"),
+    ("w1_rows", "the partitioner re-splits w1 itself by its columns (d_ff) every step (all-to-all of w1's shards)"),
+    # a cold read got "re-split along d_ff for w2 (all-gather)" here: the compiler all-reduces h and gathers y
+    ("w1_rows_w2_cols", "partial sums of the whole hidden layer h, which must be all-reduced; w2 split by its "
+                        "columns then leaves each device a slice of y's columns, which the replicated output must "
+                        "gather (all-gather)"),
     ("not_dict", 'return a dict {"w1"'),
     ("bad_axis", "does not compile"),
     ("partition_spec_broken", "split the same way — by its rows"),
@@ -225,6 +235,14 @@ def test_an_answer_without_the_shape_argument_is_told_the_signature(verdicts: di
 def test_fixed_layout_wrong_answers_get_their_hint(verdicts: dict, name: str, hint: str) -> None:
     status, message = verdicts["fix_" + name]
     assert status == "wrong" and hint in message, message
+
+
+def test_the_w1_rows_hints_say_what_the_compiler_does(verdicts: dict) -> None:
+    # w1 rows + w2 rows: w1's (4, 128) shard goes out in 8 pieces of (4, 16) (an all-to-all that hands each device
+    # w1's d_ff columns: w1 re-split, not h), then y's partial sums are added.
+    assert verdicts["compiled_w1_rows"] == [["all-reduce", [16, 32]], ["all-to-all", [8, 4, 1, 16]]], verdicts
+    # w1 rows + w2 columns: h's partial sums (16, 128) all-reduced, then y's column shards (16, 4) gathered.
+    assert verdicts["compiled_w1_rows_w2_cols"] == [["all-gather", [16, 4]], ["all-reduce", [16, 128]]], verdicts
 
 
 def test_stop_mode_raises_on_a_wrong_answer(verdicts: dict) -> None:
