@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from labkit.matmul.reference_chips import DROP_KEEP
 from labkit.matmul.sweep_rounds import Floor, kinds_on
 from labkit.matmul.systolic import SimResult, activity_over_time
 
@@ -98,13 +99,13 @@ def plot_utilization_over_time(sims: Mapping[str, SimResult]) -> Figure:
     return fig
 
 
-def _padding_period(xs: np.ndarray, y: np.ndarray, keep: float = 0.98) -> int | None:
+def _padding_period(xs: np.ndarray, y: np.ndarray, keep: float = DROP_KEEP) -> int | None:
     """The tile width behind a sawtooth: gcd of the sizes after which the curve drops; None if it never does."""
     steps = np.nonzero(y[1:] < keep * y[:-1])[0]  # the curve keeps less than `keep` one size later
     return int(np.gcd.reduce(np.asarray(xs)[steps].astype(int))) if len(steps) else None
 
 
-def _drops(y: np.ndarray, keep: float = 0.98) -> bool:
+def _drops(y: np.ndarray, keep: float = DROP_KEEP) -> bool:
     """Whether the curve ever falls as the size grows (by more than 1 - keep): a wave or tile step."""
     return bool(np.any(y[1:] < keep * y[:-1]))
 

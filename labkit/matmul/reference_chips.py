@@ -21,6 +21,8 @@ import numpy as np
 
 from labkit.matmul import mxu, simt
 
+DROP_KEEP = 0.98  # a curve drops where it keeps less than this of its value one size later (over 2% down)
+
 BIG = 4096  # elements: the two dimensions that do not vary in a sweep
 MXUS = {"MXU 128x128 (TPU v5e)": "TPU v5e", "MXU 256x256 (TPU v6e)": "TPU v6e"}  # spec name, bf16
 GPUS = {"H100 (bf16)": ("NVIDIA H100 SXM", "bf16"), "T4 (fp16)": ("NVIDIA T4", "fp16")}  # (spec name, dtype)
@@ -60,8 +62,13 @@ def predicted(model: str, sizes: Sequence[int], vary: str, *, roof: bool = True)
         chip = simt.resolve_chip(MXUS[model])  # looked up once for the whole sweep
         preds = [mxu.predict(**{**_FIXED[vary], vary: s}, chip=chip) for s in sizes]  # 2.5 refused, not cut to 2
         return np.array([p.fraction_of_peak if roof else p.utilization for p in preds])
+    return np.array([p.fraction_of_peak for p in _gpu_sweep(model, sizes, vary)])
+
+
+def _gpu_sweep(model: str, sizes: Sequence[int], vary: str) -> list[Any]:
+    """simt's predictions for a GPU model as `vary` runs through `sizes`, the other two dimensions at BIG."""
     chip, dtype = GPUS[model]
-    return np.array([p.fraction_of_peak for p in simt.sweep(sizes, chip, dtype, vary=vary, fixed=_FIXED[vary])])
+    return simt.sweep(sizes, chip, dtype, vary=vary, fixed=_FIXED[vary])
 
 
 def at(model: str, vary: str, size: int, *, roof: bool = True) -> float:
@@ -89,7 +96,7 @@ def cliff_table(models: Sequence[str] = tuple(MODELS)) -> list[dict[str, Any]]:
             for m in models]
 
 
-def drop_causes(model: str, sizes: Sequence[int], vary: str = "M", *, keep: float = 0.98) -> dict[str, list[int]]:
+def drop_causes(model: str, sizes: Sequence[int], vary: str = "M", *, keep: float = DROP_KEEP) -> dict[str, list[int]]:
     """(Lab 01) Where a GPU model's curve drops as `vary` grows through `sizes`: {cause: the size after each drop}.
 
     A drop: the fraction of peak at sizes[i + 1] is under `keep` x the one at sizes[i] (the plot's test). It is
@@ -105,8 +112,7 @@ def drop_causes(model: str, sizes: Sequence[int], vary: str = "M", *, keep: floa
         raise ValueError(f"vary must be 'M', 'N' or 'K', got {vary!r}")
     if not 0 < keep <= 1:
         raise ValueError(f"keep must be in (0, 1] (0.98: a drop of more than 2%), got {keep!r}")
-    chip, dtype = GPUS[model]
-    preds = simt.sweep(sizes, chip, dtype, vary=vary, fixed=_FIXED[vary])
+    preds = _gpu_sweep(model, sizes, vary)
     out: dict[str, list[int]] = {"padding": [], "waves": [], "alignment": []}
     for a, b in zip(preds, preds[1:]):
         if b.fraction_of_peak >= keep * a.fraction_of_peak:

@@ -197,17 +197,22 @@ class GapJudgement:
         """(Lab 04) Mostly one-signed below fp32 and more than a floor below it at the end: a leak or an earlier plateau exit."""
         return self.same_sign and self.drift < 0 and self.end_gap < 0 and self.end_ratio > 1.0
 
+    @property
+    def way(self) -> str:
+        """(Lab 04) "worse" where the signed mean gap puts the curve above fp32, else "better"."""
+        return "worse" if self.drift > 0 else "better"
+
     def sides(self) -> str:
         """(Lab 04) How many judged steps the curve sat on each side of fp32, e.g. "worse on 168 of 180 steps"."""
-        way, n = ("worse", self.steps_worse) if self.drift > 0 else ("better", self.steps_better)
+        n = self.steps_worse if self.way == "worse" else self.steps_better
         if self.steps_worse and self.steps_better:
-            return f"{way} on {n} of {self.judged_steps} steps"
-        return f"{way} on all {self.judged_steps} steps"
+            return f"{self.way} on {n} of {self.judged_steps} steps"
+        return f"{self.way} on all {self.judged_steps} steps"
 
     def sentence(self, name: str, unit: str = "nats") -> str:
         """(Lab 04) One line for the lab: the gap in ``unit`` and in floors, its sign, the end gap and the verdict."""
         verdict = "within run-to-run noise" if self.within_noise else "LARGER than run-to-run noise"
-        way = "worse" if self.drift > 0 else "better"
+        way = self.way
         sign = (f"mostly one-signed, {self.sides()}" if self.same_sign else
                 f"both signs: worse on {self.steps_worse}, better on {self.steps_better} of {self.judged_steps} steps")
         note = ""

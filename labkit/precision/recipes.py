@@ -132,8 +132,12 @@ def scale_for(amax: float, fmt: str, margin: int = 0) -> float:
 def fake_quant(x: Any, fmt: str, scale: float) -> np.ndarray:
     """(Lab 04) ``x`` through fp8 with a per-tensor ``scale`` and back: saturating_cast(x*s) / s, float64."""
     scale = _check_scale(scale)
-    x32 = np.asarray(x, np.float32)
-    return saturating_cast(x32 * np.float32(scale), fmt).astype(np.float64) / scale
+    return _scaled_cast(np.asarray(x, np.float32), fmt, scale).astype(np.float64) / scale
+
+
+def _scaled_cast(x32: np.ndarray, fmt: str, scale: float) -> np.ndarray:
+    """The fp8 values a cast of float32 ``x32`` at ``scale`` stores: saturating_cast(x32 * s), in ``fmt``."""
+    return saturating_cast(x32 * np.float32(scale), fmt)
 
 
 def quantize_current(x: Any, fmt: str = E4M3) -> np.ndarray:
@@ -358,7 +362,7 @@ def limited_accumulation(a: np.ndarray, b: np.ndarray, acc_bits: int = 13, chunk
 def e4m3_codes(x: Any) -> np.ndarray:
     """(Lab 04) The e4m3 values a current-scaled cast of ``x`` stores (x * s, s = 448 / amax), as float64."""
     x32 = np.asarray(x, np.float32)
-    return saturating_cast(x32 * np.float32(scale_for(_amax(x32), E4M3)), E4M3).astype(np.float64)
+    return _scaled_cast(x32, E4M3, scale_for(_amax(x32), E4M3)).astype(np.float64)
 
 
 def accumulation_errors(k_values: tuple[int, ...], m: int = 64, seed: int = 0, acc_bits: int = 13,

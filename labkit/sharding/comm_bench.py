@@ -245,9 +245,13 @@ class FixedCost:
     # A larger call that ran faster than the small one by more than FALL_SIGMAS standard errors of the two medians'
     # difference: under alpha + S / B time never falls with size, so the data leave the model there and the small
     # call's excess is no fixed cost (a CPU run: 32 KiB took 732 µs, 128 KiB 430 µs, 8 standard errors apart).
-    falls: bool = False
     small_bytes: int = 0  # D of the call the excess is read from (the smallest steady one)
     faster_bytes: int = 0  # D of the first larger call that ran significantly faster (0: none did)
+
+    @property
+    def falls(self) -> bool:
+        """Did a larger call run significantly faster than the small one, i.e. leave the model? (Lab 03)."""
+        return self.faster_bytes > 0
 
     @property
     def resolved(self) -> bool:
@@ -294,7 +298,7 @@ def fixed_cost(points: Sequence[Point], floor_t: bench.Timing) -> FixedCost:
     se = (_point_se(small) ** 2 + ((1 - share) * se_floor) ** 2 + (share * _point_se(big)) ** 2) ** 0.5
     faster = [p for p in points if p.sent_bytes > small.sent_bytes
               and small.seconds - p.seconds > FALL_SIGMAS * (_point_se(small) ** 2 + _point_se(p) ** 2) ** 0.5]
-    return FixedCost(small.kind, float(excess), float(se), falls=bool(faster), small_bytes=small.array_bytes,
+    return FixedCost(small.kind, float(excess), float(se), small_bytes=small.array_bytes,
                      faster_bytes=faster[0].array_bytes if faster else 0)
 
 

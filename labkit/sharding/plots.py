@@ -247,12 +247,10 @@ def plot_collective_fit(points: Mapping[str, Sequence[Any]], fits: Mapping[str, 
     # A fit covers its kind's first len - dropped points (comm_bench.fit_model keeps a prefix): its line is drawn
     # over those only, the points left out are hollow squares, and a fit the data reject is a grey dotted line.
     fig, ax = plt.subplots(figsize=(7.5, 4.4))
-    fitted = {}  # kind -> the points its fit used
     for i, (kind, pts) in enumerate(points.items()):
         color = plt.get_cmap("tab10")(i)
         f = fits[kind]
-        kept = max(len(pts) - f.dropped, 1)
-        fitted[kind] = list(pts[:kept])
+        kept = max(len(pts) - f.dropped, 1)  # the prefix its fit used
         s = np.array([p.sent_bytes for p in pts])
         t = np.array([p.seconds for p in pts]) * 1e6  # µs
         err = np.array([p.spread * p.seconds / 2 for p in pts]) * 1e6  # ± half the interquartile range
@@ -279,7 +277,7 @@ def plot_collective_fit(points: Mapping[str, Sequence[Any]], fits: Mapping[str, 
     # whichever grew most, over the points that fit used, and on its smallest and largest *steady* ones: a
     # noisy one (marked x) says little about the time, so it sets the ratio only when fewer than two are steady.
     best = comm_bench.best_kind(fits, points)
-    used = fitted[best]
+    used = points[best][:max(len(points[best]) - fits[best].dropped, 1)]  # the points its fit used
     steady = [p for p in used if p.spread <= bench.NOISY_SPREAD]
     ends = (steady[0], steady[-1]) if len(steady) >= 2 else (used[0], used[-1])
     grow = ends[1].seconds / ends[0].seconds
