@@ -85,3 +85,9 @@ def _numel(shape: tuple[int, ...]) -> int:
     for d in shape:
         n *= d
     return n
+
+
+def test_unchecked_why_is_empty_where_the_checks_assert() -> None:
+    from labkit.sharding import memory_model as mm
+    assert mm.unchecked_why("cpu") == "" and "(8, 128)" in mm.unchecked_why("tpu")
+    assert mm.unchecked_why("rocm") == "not calibrated on rocm"
